@@ -1,0 +1,207 @@
+"""Runtime-neutral data shapes, modelled on the Kubernetes CRI (runtime/v1 api.proto).
+
+Plain dataclasses so the pure planner and status code can consume them without a runtime.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class SandboxState(enum.Enum):
+    READY = "SANDBOX_READY"
+    NOTREADY = "SANDBOX_NOTREADY"
+
+
+class ContainerState(enum.Enum):
+    CREATED = "CONTAINER_CREATED"
+    RUNNING = "CONTAINER_RUNNING"
+    EXITED = "CONTAINER_EXITED"
+    UNKNOWN = "CONTAINER_UNKNOWN"
+
+
+# Label keys the upstream kubelet puts on every sandbox/container (pkg/kubelet/types/labels.go).
+LABEL_POD_NAME = "io.kubernetes.pod.name"
+LABEL_POD_NAMESPACE = "io.kubernetes.pod.namespace"
+LABEL_POD_UID = "io.kubernetes.pod.uid"
+LABEL_CONTAINER_NAME = "io.kubernetes.container.name"
+LABEL_CONTAINER_TYPE = "io.kubernetes.docker.type"  # "podsandbox" | "container", as cri-dockerd
+# Annotations the kubelet keeps on containers (kuberuntime/labels.go); Docker stores them as labels.
+ANNOTATION_HASH = "io.kubernetes.container.hash"
+ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
+ANNOTATION_TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath"
+ANNOTATION_TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy"
+ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod"
+ANNOTATION_CONTAINER_KIND = "minikubelet.io/container-kind"  # "init" | "sidecar" | "regular"
+
+
+@dataclass(frozen=True)
+class PodMeta:
+    name: str
+    namespace: str
+    uid: str
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class ContainerMeta:
+    name: str
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class PortMapping:
+    container_port: int
+    protocol: str = "TCP"  # TCP | UDP | SCTP
+    host_port: int = 0
+    host_ip: str = ""
+
+
+@dataclass(frozen=True)
+class DNSConfig:
+    servers: tuple[str, ...] = ()
+    searches: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LinuxResources:
+    cpu_period: int = 0  # microseconds; 0 = unset
+    cpu_quota: int = 0  # microseconds; 0 = unlimited
+    cpu_shares: int = 0  # 0 = runtime default
+    memory_limit_bytes: int = 0  # 0 = unlimited
+    oom_score_adj: int = 0
+    pids_limit: int = 0  # 0 = unlimited
+
+
+@dataclass(frozen=True)
+class PodSandboxConfig:
+    metadata: PodMeta
+    hostname: str = ""
+    log_directory: str = ""
+    dns: DNSConfig | None = None
+    port_mappings: tuple[PortMapping, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    host_network: bool = False
+    host_pid: bool = False
+    host_ipc: bool = False
+    cgroup_parent: str = ""
+    resources: LinuxResources | None = None
+
+
+@dataclass(frozen=True)
+class Mount:
+    container_path: str
+    host_path: str
+    readonly: bool = False
+    propagation: str = "private"  # private | rslave | rshared
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    metadata: ContainerMeta
+    image: str
+    command: tuple[str, ...] = ()  # entrypoint override; empty = image default
+    args: tuple[str, ...] = ()  # cmd override; empty = image default (when command empty too)
+    working_dir: str = ""
+    envs: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    log_path: str = ""  # relative to the sandbox's log_directory
+    stdin: bool = False
+    stdin_once: bool = False
+    tty: bool = False
+    resources: LinuxResources | None = None
+    stop_signal: str = ""  # "" = image STOPSIGNAL, else SIGTERM
+    privileged: bool = False
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    readonly_rootfs: bool = False
+
+
+@dataclass(frozen=True)
+class PodSandboxStatus:
+    id: str
+    metadata: PodMeta
+    state: SandboxState
+    created_at: float  # epoch seconds
+    ip: str = ""
+    additional_ips: tuple[str, ...] = ()
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    network_namespace: str = ""  # e.g. /proc/<pid>/ns/net of the sandbox, "" if not running
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    id: str
+    sandbox_id: str
+    metadata: ContainerMeta
+    state: ContainerState
+    image: str  # the image as the spec named it
+    image_ref: str  # resolved image ID / digest (status.imageID)
+    created_at: float = 0.0
+    started_at: float = 0.0  # 0 = never started
+    finished_at: float = 0.0  # 0 = not finished
+    exit_code: int = 0
+    reason: str = ""  # "OOMKilled" | "Error" | "Completed" | ""
+    message: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    log_path: str = ""
+    pid: int = 0
+
+
+class ContainerEventType(enum.Enum):
+    CREATED = "CONTAINER_CREATED_EVENT"
+    STARTED = "CONTAINER_STARTED_EVENT"
+    STOPPED = "CONTAINER_STOPPED_EVENT"
+    DELETED = "CONTAINER_DELETED_EVENT"
+
+
+@dataclass(frozen=True)
+class ContainerEvent:
+    container_id: str
+    type: ContainerEventType
+    timestamp: float
+    pod_uid: str = ""  # from labels, "" when unknown
+    is_sandbox: bool = False
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class Image:
+    id: str
+    repo_tags: tuple[str, ...] = ()
+    repo_digests: tuple[str, ...] = ()
+    size: int = 0
+    stop_signal: str = ""
+    user: str = ""
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    username: str = ""
+    password: str = ""
+    auth: str = ""  # base64 "user:password"
+    server_address: str = ""
+    identity_token: str = ""
+
+
+@dataclass(frozen=True)
+class ContainerStats:
+    container_id: str
+    timestamp: float
+    cpu_usage_core_nanoseconds: int = 0
+    memory_working_set_bytes: int = 0
+    memory_usage_bytes: int = 0
