@@ -1,0 +1,5 @@
+import sys
+
+from minikubelet.cli import main
+
+sys.exit(main())

@@ -1,0 +1,163 @@
+"""The composition root: builds every component and runs them under one TaskGroup."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from typing import Any
+
+from cri.runtime import Runtime
+from minikubelet import __version__
+from minikubelet.backoff import (
+    CONTAINER_BACKOFF_INITIAL,
+    CONTAINER_BACKOFF_MAX,
+    IMAGE_BACKOFF_INITIAL,
+    IMAGE_BACKOFF_MAX,
+    Backoff,
+    BackoffCheckpoint,
+)
+from minikubelet.clock import Clock, RealClock
+from minikubelet.config import KubeletConfig
+from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
+from minikubelet.node_info import host_ip, node_name
+from minikubelet.pleg import PLEG
+from minikubelet.pod_manager import PodManager
+from minikubelet.pod_worker import CgroupSource, ProbeSource, WorkerContext
+from minikubelet.podspec import Pod
+from minikubelet.server import KubeletServer
+from minikubelet.static_source import StaticPodSource
+
+log = logging.getLogger("minikubelet.agent")
+
+HEALTHY_RELIST_AGE = 10.0  # seconds without a successful relist before /healthz fails
+CHECKPOINT_PERIOD = 2.0
+
+
+class Agent:
+    def __init__(self, config: KubeletConfig, runtime: Runtime, clock: Clock | None = None,
+                 node_ip: str = "", probes: ProbeSource | None = None, cgroups: CgroupSource | None = None,
+                 probe_registry: Any = None) -> None:
+        self.config = config
+        self.runtime = runtime
+        self.clock = clock or RealClock()
+        self.node_name = node_name(config.hostname_override)
+        self.host_ip = host_ip(node_ip)
+        self.metrics = Metrics()
+        self.recorder = EventRecorder(self.clock, self.node_name)
+        self.container_backoff = Backoff(self.clock, CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
+        self.image_backoff = Backoff(self.clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
+        self.checkpoint = BackoffCheckpoint(
+            os.path.join(config.root_dir, "backoff.json"),
+            {"container": self.container_backoff, "image": self.image_backoff},
+        )
+        self.probes = probes
+        self.cgroups = cgroups
+        self.probe_registry = probe_registry
+
+        def make_ctx(publish: Any) -> WorkerContext:
+            return WorkerContext(
+                runtime=runtime, clock=self.clock, recorder=self.recorder, metrics=self.metrics,
+                container_backoff=self.container_backoff, image_backoff=self.image_backoff,
+                root_dir=config.root_dir, pod_logs_dir=config.pod_logs_dir, host_ip=self.host_ip,
+                publish=publish, probes=probes, cgroups=cgroups,
+                resync_period=min(config.sync_frequency, 10.0),
+            )
+
+        self.manager = PodManager(make_ctx, max_pods=config.max_pods)
+        self.pleg = PLEG(runtime, self.clock, self.metrics, self.manager.wake)
+        self.static = StaticPodSource(
+            config.static_pod_path, self.node_name, self.clock, self.metrics, self._set_source_pods,
+            check_frequency=config.file_check_frequency,
+        )
+        self.server = KubeletServer(self.manager.pod_list, self.health, self.metrics.registry,
+                                    self.recorder.list, probe_registry)
+        self._runtime_error: str | None = None
+        self._stop = asyncio.Event()
+
+    def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
+        self.manager.set_source_pods(source, pods)
+        self._update_gauges()
+
+    def _update_gauges(self) -> None:
+        running = 0
+        containers = 0
+        for _pod, status in self.manager.statuses.values():
+            if status.get("phase") == "Running":
+                running += 1
+            containers += sum(1 for s in status.get("containerStatuses", []) if "running" in s.get("state", {}))
+            containers += sum(1 for s in status.get("initContainerStatuses", []) if "running" in s.get("state", {}))
+        self.metrics.running_pods.set(running)
+        self.metrics.running_containers.labels("running").set(containers)
+
+    async def health(self) -> list[tuple[str, str | None]]:
+        checks: list[tuple[str, str | None]] = [("ping", None)]
+        age = self.clock.monotonic() - self.pleg.last_relist
+        sync_err = None if self.pleg.last_relist and age <= HEALTHY_RELIST_AGE else (
+            f"sync loop has not run for {age:.1f}s" if self.pleg.last_relist else "sync loop has not run yet"
+        )
+        checks.append(("syncloop", sync_err))
+        try:
+            await asyncio.wait_for(self.runtime.version(), timeout=2.0)
+            checks.append(("runtime", None))
+        except Exception as e:
+            checks.append(("runtime", f"container runtime does not answer: {e or type(e).__name__}"))
+        return checks
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await self.clock.sleep(CHECKPOINT_PERIOD)
+            try:
+                self.checkpoint.save()
+            except OSError as e:
+                log.warning("backoff checkpoint failed", extra={"kv": {"err": str(e)}})
+            self.container_backoff.gc()
+            self.image_backoff.gc()
+            self._update_gauges()
+            self.metrics.sync_loop_last.set(self.clock.now())
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        cfg = self.config
+        os.makedirs(cfg.root_dir, exist_ok=True)
+        self.checkpoint.restore()
+        name, version = await self.runtime.version()
+        log.info("starting minikubelet", extra={"kv": {
+            "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{name} {version}",
+            "staticPodPath": cfg.static_pod_path}})
+        if cfg.read_only_port:
+            await self.server.serve(cfg.address, cfg.read_only_port, self.server.app())
+        if cfg.healthz_port and cfg.healthz_port != cfg.read_only_port:
+            await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_app())
+        # First learn what already runs, then what is wanted, then stop what is no longer wanted.
+        await self.pleg.relist()
+        self.static.sync()
+        self.manager.adopt_orphans(self.pleg.runtime_uids)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tasks = [
+                    tg.create_task(self.pleg.run_relist(), name="pleg-relist"),
+                    tg.create_task(self.pleg.run_events(), name="pleg-events"),
+                    tg.create_task(self.static.run(), name="static-pods"),
+                    tg.create_task(self._housekeeping(), name="housekeeping"),
+                ]
+                await self._stop.wait()
+                log.info("stopping minikubelet (pods keep running)")
+                for t in tasks:
+                    t.cancel()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+            await self.manager.shutdown()
+            try:
+                self.checkpoint.save()
+            except OSError:
+                pass
+            await self.server.close()

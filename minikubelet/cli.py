@@ -1,0 +1,55 @@
+"""`minikubelet run|version`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from minikubelet import KUBERNETES_VERSION, __version__
+from minikubelet.cli_args import build_parser, flags_to_overrides
+from minikubelet.config import ConfigError, KubeletConfig, load_config
+from minikubelet.logs import setup_logging
+
+log = logging.getLogger("minikubelet")
+
+
+async def _run(config: KubeletConfig, node_ip: str) -> int:
+    from cri.docker import DockerRuntime
+    from minikubelet.agent import Agent
+
+    runtime = DockerRuntime(config.container_runtime_endpoint, config.pod_infra_container_image)
+    try:
+        await runtime.connect()
+        agent = Agent(config, runtime, node_ip=node_ip)
+        await agent.run()
+    finally:
+        await runtime.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if ns.command == "version":
+        print(f"minikubelet {__version__} (kubelet semantics {KUBERNETES_VERSION})")
+        return 0
+    try:
+        config, warnings = load_config(ns.config, flags_to_overrides(ns))
+    except ConfigError as e:
+        print(f"minikubelet: invalid configuration: {e}", file=sys.stderr)
+        return 2
+    setup_logging(config.verbosity)
+    for w in warnings:
+        log.warning(w)
+    try:
+        return asyncio.run(_run(config, getattr(ns, "node_ip", None) or ""))
+    except KeyboardInterrupt:
+        return 0
+    except Exception as e:
+        log.error("minikubelet failed", extra={"kv": {"err": str(e) or type(e).__name__}})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""Prometheus metrics with the kubelet's names (pkg/kubelet/metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_START_BUCKETS = (0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.running_pods = Gauge("kubelet_running_pods", "Number of pods that have a running pod sandbox", registry=r)
+        self.running_containers = Gauge(
+            "kubelet_running_containers", "Number of containers currently running", ["container_state"], registry=r
+        )
+        self.pod_start_duration = Histogram(
+            "kubelet_pod_start_duration_seconds",
+            "Duration in seconds from the agent seeing a pod for the first time to the pod starting to run",
+            buckets=_START_BUCKETS,
+            registry=r,
+        )
+        self.pod_worker_duration = Histogram(
+            "kubelet_pod_worker_duration_seconds",
+            "Duration in seconds to sync a single pod",
+            ["operation"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.runtime_operations = Counter(
+            "kubelet_runtime_operations", "Cumulative number of runtime operations by operation type",
+            ["operation_type"], registry=r,
+        )
+        self.runtime_operations_duration = Histogram(
+            "kubelet_runtime_operations_duration_seconds",
+            "Duration in seconds of runtime operations",
+            ["operation_type"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.runtime_operations_errors = Counter(
+            "kubelet_runtime_operations_errors", "Cumulative number of runtime operation errors by operation type",
+            ["operation_type"], registry=r,
+        )
+        self.static_pod_manifest_errors = Counter(
+            "minikubelet_static_pod_manifest_errors",
+            "Static pod manifests rejected (unparsable or invalid), by reason",
+            ["reason"], registry=r,
+        )
+        self.started_containers = Counter(
+            "kubelet_started_containers", "Cumulative number of containers started", ["container_type"], registry=r
+        )
+        self.started_containers_errors = Counter(
+            "kubelet_started_containers_errors", "Cumulative number of errors when starting containers",
+            ["container_type", "code"], registry=r,
+        )
+        self.image_pull_duration = Histogram(
+            "kubelet_image_pull_duration_seconds", "Duration in seconds to pull an image", buckets=_START_BUCKETS,
+            registry=r,
+        )
+        self.pleg_relist_duration = Histogram(
+            "kubelet_pleg_relist_duration_seconds", "Duration in seconds for relisting pods in PLEG",
+            buckets=_DURATION_BUCKETS, registry=r,
+        )
+        self.sync_loop_last = Gauge(
+            "minikubelet_sync_loop_last_timestamp_seconds", "When the housekeeping loop last completed", registry=r
+        )
