@@ -1,0 +1,1 @@
+"""Pod QoS, effective resources, OOM score policy, cgroup naming, the v1/v2 drivers and the pod cgroup manager."""

@@ -1,0 +1,43 @@
+"""Per-container Linux resources for the runtime (upstream kuberuntime generateLinuxContainerResources)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from cgroups.cpu import QUOTA_PERIOD_US, milli_cpu_to_quota, milli_cpu_to_shares
+from cgroups.oom import clamp_oom_score_adj, container_oom_score_adj
+from cgroups.podspec import Container, Pod, container_limits, container_requests, pod_level_limits
+from cri.types import LinuxResources
+
+
+def _effective_limit(pod: Pod, container: Container, name: str) -> Fraction:
+    # With pod-level limits, a container without its own limit is bounded by the pod's.
+    own = container_limits(container).get(name, Fraction(0))
+    if own > 0:
+        return own
+    return pod_level_limits(pod).get(name, Fraction(0))
+
+
+def container_linux_resources(
+    pod: Pod,
+    container: Container,
+    memory_capacity: int,
+    min_oom_score_adj: int,
+    cpu_cfs_quota: bool = True,
+    period_us: int = QUOTA_PERIOD_US,
+) -> LinuxResources:
+    """Shares from the CPU request (request defaults to the limit), quota from the CPU limit,
+    memory limit, and the policy oom_score_adj clamped to what this process may grant."""
+    cpu_request = container_requests(container).get("cpu", Fraction(0))
+    cpu_limit = _effective_limit(pod, container, "cpu")
+    memory_limit = _effective_limit(pod, container, "memory")
+    oom = container_oom_score_adj(pod, str(container.get("name")), memory_capacity)
+    quota = milli_cpu_to_quota(math.ceil(cpu_limit * 1000), period_us) if cpu_cfs_quota else 0
+    return LinuxResources(
+        cpu_period=period_us if cpu_cfs_quota else 0,
+        cpu_quota=quota,
+        cpu_shares=milli_cpu_to_shares(math.ceil(cpu_request * 1000)),
+        memory_limit_bytes=math.ceil(memory_limit),
+        oom_score_adj=clamp_oom_score_adj(oom, min_oom_score_adj),
+    )

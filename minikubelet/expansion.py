@@ -1,0 +1,158 @@
+"""$(VAR) expansion for env values, command and args, with the kubelet's semantics.
+
+Follows upstream `third_party/forked/golang/expansion` exactly: `$(NAME)` is replaced when
+NAME is known and left as written otherwise, `$$` is an escaped `$`, every other `$` is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_OPERATOR = "$"
+_OPENER = "("
+_CLOSER = ")"
+
+
+class EnvSourceError(ValueError):
+    """An env var whose value comes from a source this function cannot resolve.
+
+    The caller reports it as CreateContainerConfigError, like the kubelet does when a
+    referenced ConfigMap/Secret/resource cannot be read.
+    """
+
+
+def expand(s: str, mapping: Mapping[str, str] | Sequence[Mapping[str, str]]) -> str:
+    """Expand `$(VAR)` references in `s`; several mappings are searched in order."""
+    contexts: Sequence[Mapping[str, str]] = [mapping] if isinstance(mapping, Mapping) else mapping
+    out: list[str] = []
+    checkpoint = 0
+    cursor = 0
+    n = len(s)
+    while cursor < n:
+        if s[cursor] == _OPERATOR and cursor + 1 < n:
+            out.append(s[checkpoint:cursor])
+            read, is_var, advance = _read_variable_name(s, cursor + 1)
+            out.append(_lookup(read, contexts) if is_var else read)
+            cursor += advance
+            checkpoint = cursor + 1
+        cursor += 1
+    out.append(s[checkpoint:])
+    return "".join(out)
+
+
+def _lookup(name: str, contexts: Sequence[Mapping[str, str]]) -> str:
+    for ctx in contexts:
+        if name in ctx:
+            return ctx[name]
+    return f"{_OPERATOR}{_OPENER}{name}{_CLOSER}"
+
+
+def _read_variable_name(s: str, start: int) -> tuple[str, bool, int]:
+    """What follows a `$` at s[start:]: (text, is a variable name, characters consumed)."""
+    first = s[start]
+    if first == _OPERATOR:
+        return _OPERATOR, False, 1
+    if first == _OPENER:
+        close = s.find(_CLOSER, start + 1)
+        if close != -1:
+            return s[start + 1 : close], True, close - start + 1
+        return _OPERATOR + _OPENER, False, 1
+    return _OPERATOR + first, False, 1
+
+
+# Env var fieldRef paths the API server allows, resolved from the pod (upstream
+# podFieldSelectorRuntimeValue); labels['k'] and annotations['k'] are handled apart.
+_SIMPLE_FIELD_PATHS = {
+    "metadata.name": ("metadata", "name"),
+    "metadata.namespace": ("metadata", "namespace"),
+    "metadata.uid": ("metadata", "uid"),
+    "spec.nodeName": ("spec", "nodeName"),
+    "spec.serviceAccountName": ("spec", "serviceAccountName"),
+    "status.hostIP": ("status", "hostIP"),
+    "status.podIP": ("status", "podIP"),
+}
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def field_ref_value(field_path: str, pod: Mapping[str, Any], field_values: Mapping[str, str]) -> str:
+    """The runtime value of a downward-API fieldRef for an env var."""
+    if field_path in field_values:
+        return field_values[field_path]
+    if field_path in _SIMPLE_FIELD_PATHS:
+        section, key = _SIMPLE_FIELD_PATHS[field_path]
+        return _str(_dict(pod.get(section)).get(key))
+    if field_path in ("status.podIPs", "status.hostIPs"):
+        entries = _dict(pod.get("status")).get(field_path.split(".")[1])
+        ips = [_str(_dict(e).get("ip")) for e in entries] if isinstance(entries, list) else []
+        return ",".join(ip for ip in ips if ip)
+    for prefix in ("metadata.labels", "metadata.annotations"):
+        if field_path.startswith(prefix + "['") and field_path.endswith("']"):
+            key = field_path[len(prefix) + 2 : -2]
+            values = _dict(_dict(pod.get("metadata")).get(prefix.split(".")[1]))
+            return _str(values.get(key))
+    raise EnvSourceError(f"unsupported fieldRef fieldPath {field_path!r}")
+
+
+def container_env(
+    container: Mapping[str, Any],
+    pod: Mapping[str, Any],
+    field_values: Mapping[str, str] | None = None,
+) -> list[tuple[str, str]]:
+    """The container's environment in declaration order, as the kubelet computes it.
+
+    Literal values are expanded against the variables declared before them; fieldRef values
+    come from `field_values` (e.g. the live "status.podIP") or else from the pod itself. A
+    later entry with the same name replaces the earlier value but keeps its position.
+    envFrom and configMap/secret/resource references raise EnvSourceError.
+    """
+    fields = field_values or {}
+    if container.get("envFrom"):
+        raise EnvSourceError("envFrom sources (ConfigMap/Secret) cannot be resolved here")
+    resolved: dict[str, str] = {}
+    env = container.get("env")
+    for item in env if isinstance(env, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        name: str = item["name"]
+        value = item.get("value")
+        if isinstance(value, str) and value != "":
+            resolved[name] = expand(value, resolved)
+            continue
+        value_from = item.get("valueFrom")
+        if isinstance(value_from, dict) and value_from:
+            resolved[name] = _value_from(name, value_from, pod, fields)
+        else:
+            resolved[name] = ""
+    return list(resolved.items())
+
+
+def _value_from(name: str, value_from: Mapping[str, Any], pod: Mapping[str, Any], fields: Mapping[str, str]) -> str:
+    field_ref = value_from.get("fieldRef")
+    if isinstance(field_ref, dict):
+        path = field_ref.get("fieldPath")
+        if not isinstance(path, str):
+            raise EnvSourceError(f"env {name}: fieldRef.fieldPath must be a string")
+        return field_ref_value(path, pod, fields)
+    kinds = ", ".join(sorted(value_from))
+    raise EnvSourceError(f"env {name}: valueFrom source {kinds} is not supported")
+
+
+def expand_command(container: Mapping[str, Any], env: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """The container's command and args with $(VAR) references to its env expanded."""
+    mapping = dict(env)
+
+    def expand_all(key: str) -> list[str]:
+        value = container.get(key)
+        if not isinstance(value, list):
+            return []
+        return [expand(v, mapping) for v in value if isinstance(v, str)]
+
+    return expand_all("command"), expand_all("args")
