@@ -24,6 +24,7 @@ from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.node_info import host_ip, node_name
 from minikubelet.pleg import PLEG
+from minikubelet.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.pod_manager import PodManager
 from minikubelet.pod_worker import CgroupSource, ProbeSource, WorkerContext
 from minikubelet.podspec import Pod
@@ -126,6 +127,10 @@ class Agent:
         os.makedirs(cfg.root_dir, exist_ok=True)
         self.checkpoint.restore()
         name, version = await self.runtime.version()
+        if self.manager.ctx.cgroups is None:
+            self.cgroups = build_pod_cgroups(cfg, await _runtime_cgroup_driver(self.runtime),
+                                             lambda: list(self.manager.desired.values()))
+            self.manager.ctx.cgroups = self.cgroups
         log.info("starting minikubelet", extra={"kv": {
             "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{name} {version}",
             "staticPodPath": cfg.static_pod_path}})
@@ -137,6 +142,8 @@ class Agent:
         await self.pleg.relist()
         self.static.sync()
         self.manager.adopt_orphans(self.pleg.runtime_uids)
+        if isinstance(self.cgroups, PodCgroups):
+            self.cgroups.cleanup_orphans(set(self.pleg.runtime_uids) | set(self.manager.desired))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
@@ -161,3 +168,10 @@ class Agent:
             except OSError:
                 pass
             await self.server.close()
+
+
+async def _runtime_cgroup_driver(runtime: Runtime) -> str:
+    probe = getattr(runtime, "cgroup_driver", None)
+    if probe is None:
+        return ""
+    return str(await probe())

@@ -84,7 +84,11 @@ class CgroupSource(Protocol):
     def ensure_pod(self, pod: Pod) -> str:
         """Create the pod's cgroup; returns the runtime's cgroup parent for its containers."""
 
+    def cgroup_parent(self, pod: Pod) -> str: ...
+
     def container_resources(self, pod: Pod, container: Container) -> LinuxResources | None: ...
+
+    def sandbox_resources(self) -> LinuxResources | None: ...
 
     def remove_pod(self, uid: str) -> None: ...
 
@@ -390,7 +394,8 @@ class PodWorker:
             self.ctx.recorder.pod_event(self.pod, "Warning", ev.FAILED_MOUNT, f"MountVolume.SetUp failed: {e}")
             self._schedule(10.0)
             return ""
-        cfg = sandbox_config(self.pod, attempt, self.ctx.pod_logs_dir, cgroup_parent)
+        resources = self.ctx.cgroups.sandbox_resources() if self.ctx.cgroups else None
+        cfg = sandbox_config(self.pod, attempt, self.ctx.pod_logs_dir, cgroup_parent, resources)
         try:
             sid = await self._timed("run_podsandbox", self.ctx.runtime.run_pod_sandbox(cfg))
         except RuntimeError_ as e:
@@ -530,7 +535,8 @@ class PodWorker:
             )
         except EnvSourceError as e:
             return self._fail_start(c, "CreateContainerConfigError", str(e), f"Error: {e}")
-        scfg = sandbox_config(self.pod, sandbox.metadata.attempt, self.ctx.pod_logs_dir)
+        cgroup_parent = self.ctx.cgroups.cgroup_parent(self.pod) if self.ctx.cgroups else ""
+        scfg = sandbox_config(self.pod, sandbox.metadata.attempt, self.ctx.pod_logs_dir, cgroup_parent)
         try:
             cid = await self._timed("create_container", self.ctx.runtime.create_container(sandbox.id, cfg, scfg))
         except CreateContainerError as e:
@@ -705,7 +711,7 @@ class PodWorker:
         if self.ctx.cgroups is not None:
             try:
                 self.ctx.cgroups.remove_pod(self.uid)
-            except OSError as e:
+            except Exception as e:  # a busy cgroup is retried by the orphan sweep
                 log.warning("pod cgroup removal failed", extra={"kv": {"uid": self.uid, "err": str(e)}})
         self.ctx.container_backoff.forget_prefix(f"{podspec.name(self.pod)}_{podspec.namespace(self.pod)}_{self.uid}_")
         self.ctx.image_backoff.forget_prefix(f"{self.uid}_")

@@ -1,0 +1,230 @@
+"""Runs the real agent process against the test Docker Engine, with its own dirs and cgroup root."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+import aiohttp
+import pytest
+import yaml
+
+BUSYBOX = "minikubelet.test/busybox:1.36"
+PAUSE = "registry.k8s.io/pause:3.10"
+
+
+def docker_host() -> str:
+    host = os.environ.get("MKL_TEST_DOCKER_HOST", "")
+    if not host:
+        if os.environ.get("CI") == "true":
+            pytest.fail("MKL_TEST_DOCKER_HOST is not set: run the suite through scripts/test")
+        pytest.skip("no test Docker Engine (run through scripts/test)")
+    return host
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class AgentProcess:
+    def __init__(self, base: Path, docker: str) -> None:
+        self.base = base
+        self.manifests = base / "manifests"
+        self.root = base / "root"
+        self.logs = base / "pod-logs"
+        self.manifests.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.node = "mkl-node"
+        self.cgroup_root = f"/mkltest-agent-{uuid.uuid4().hex[:8]}"
+        self.config = base / "config.yaml"
+        self.extra: dict[str, Any] = {}
+        self.docker_host = docker
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = base / "agent.log"
+        self._log_fh: Any = None
+
+    def write_config(self) -> None:
+        cfg = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "staticPodPath": str(self.manifests),
+            "fileCheckFrequency": "2s",
+            "address": "127.0.0.1",
+            "readOnlyPort": self.port,
+            "healthzPort": 0,
+            "containerRuntimeEndpoint": self.docker_host,
+            "rootDir": str(self.root),
+            "podLogsDir": str(self.logs),
+            "cgroupRoot": self.cgroup_root,
+            "hostnameOverride": self.node,
+            **self.extra,
+        }
+        self.config.write_text(yaml.safe_dump(cfg))
+
+    def start(self) -> None:
+        self.write_config()
+        self._log_fh = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2"],
+            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self, timeout: float = 15) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(5)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def put(self, filename: str, pod: dict[str, Any] | str) -> Path:
+        """Write a manifest atomically (as editors and config managers do)."""
+        p = self.manifests / filename
+        tmp = self.manifests / f".{filename}.tmp"
+        tmp.write_text(pod if isinstance(pod, str) else yaml.safe_dump(pod))
+        os.replace(tmp, p)
+        return p
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    async def get_json(self, path: str) -> Any:
+        async with aiohttp.ClientSession() as s, s.get(self.url(path)) as r:
+            return await r.json()
+
+    async def get_text(self, path: str) -> tuple[int, str]:
+        async with aiohttp.ClientSession() as s, s.get(self.url(path)) as r:
+            return r.status, await r.text()
+
+    async def pods(self) -> list[dict[str, Any]]:
+        try:
+            return list((await self.get_json("/pods"))["items"])
+        except (aiohttp.ClientError, OSError):
+            return []
+
+    async def pod(self, name: str) -> dict[str, Any] | None:
+        full = f"{name}-{self.node}"
+        for p in await self.pods():
+            if p["metadata"]["name"] == full:
+                return p
+        return None
+
+    async def wait_for(self, what: str, check: Callable[[], Any], timeout: float = 60.0,
+                       interval: float = 0.2) -> Any:
+        deadline = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"agent exited with {self.proc.returncode} while waiting for {what}:\n{self.log()[-4000:]}")
+            last = await check()
+            if last:
+                return last
+            await asyncio.sleep(interval)
+        raise AssertionError(f"timed out waiting for {what}; last={json.dumps(last)[:2000]}\n--- agent log ---\n{self.log()[-6000:]}")
+
+    async def wait_pod(self, name: str, pred: Callable[[dict[str, Any]], bool], what: str,
+                       timeout: float = 60.0) -> dict[str, Any]:
+        async def check() -> Any:
+            p = await self.pod(name)
+            return p if p is not None and pred(p) else None
+
+        return dict(await self.wait_for(f"pod {name}: {what}", check, timeout))
+
+    async def wait_phase(self, name: str, phase: str, timeout: float = 60.0) -> dict[str, Any]:
+        return await self.wait_pod(name, lambda p: p["status"].get("phase") == phase, f"phase {phase}", timeout)
+
+    async def wait_gone(self, name: str, timeout: float = 60.0) -> None:
+        async def check() -> bool:
+            return await self.pod(name) is None
+
+        await self.wait_for(f"pod {name} gone", check, timeout)
+
+
+def cstatus(pod: dict[str, Any], name: str) -> dict[str, Any]:
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for s in pod["status"].get(key) or []:
+            if s["name"] == name:
+                return dict(s)
+    raise KeyError(name)
+
+
+def container_id(pod: dict[str, Any], name: str) -> str:
+    return str(cstatus(pod, name)["containerID"]).removeprefix("docker://")
+
+
+def simple_pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    for c in containers:
+        c.setdefault("image", BUSYBOX)
+        c.setdefault("imagePullPolicy", "IfNotPresent")
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": containers, **spec}}
+
+
+@pytest.fixture
+async def docker() -> AsyncIterator[aiodocker.Docker]:
+    d = aiodocker.Docker(url=docker_host())
+    try:
+        yield d
+    finally:
+        await d.close()
+
+
+async def _remove_pod_containers(d: aiodocker.Docker, base: Path, cgroup_root: str) -> None:
+    for c in await d.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.uid"]})):
+        try:
+            await c.delete(force=True)
+        except aiodocker.DockerError:
+            pass
+
+
+def _remove_cgroups(cgroup_root: str) -> None:
+    base = Path("/sys/fs/cgroup")
+    for ctrl in base.iterdir() if base.is_dir() else []:
+        top = ctrl / cgroup_root.lstrip("/")
+        if not top.is_dir():
+            continue
+        for d in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        try:
+            top.rmdir()
+        except OSError:
+            pass
+
+
+@pytest.fixture
+async def agent(tmp_path: Path, docker: aiodocker.Docker) -> AsyncIterator[AgentProcess]:
+    a = AgentProcess(tmp_path, docker_host())
+    try:
+        yield a
+    finally:
+        a.stop()
+        if a._log_fh is not None:
+            a._log_fh.close()
+        await _remove_pod_containers(docker, tmp_path, a.cgroup_root)
+        await asyncio.sleep(0.2)
+        _remove_cgroups(a.cgroup_root)
