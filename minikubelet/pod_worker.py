@@ -242,7 +242,7 @@ class PodWorker:
             if state.running() or any(s.state.name == "READY" for s in state.sandboxes):
                 await self.kill_pod(state, podspec.grace_period(self.pod))
                 state = await self.observe()
-            self._publish(state)
+            await self._publish(state)
             return
 
         probes, _ = self._probe_view()
@@ -250,7 +250,7 @@ class PodWorker:
         if not actions.idle:
             await self.execute(actions, state)
             state = await self.observe()
-        self._publish(state)
+        await self._publish(state)
         self._after_sync(state)
 
     def _deadline_exceeded(self) -> bool:
@@ -286,9 +286,9 @@ class PodWorker:
                 self.ctx.metrics.pod_start_duration.observe(self.ctx.clock.monotonic() - self.st.first_seen)
 
     # --- status ---------------------------------------------------------------------------
-    def _publish(self, state: PodRuntimeState) -> None:
-        _, readiness = self._probe_view()
-        probes, _ = self._probe_view()
+    async def _publish(self, state: PodRuntimeState) -> None:
+        await self._fill_log_fallbacks(state)
+        probes, readiness = self._probe_view()
         if self.ctx.probes is not None and state.sandbox is not None:
             running = {name_of(c): c for c in state.running()}
             self.ctx.probes.update_pod(self.pod, state.sandbox.ip or self.ctx.host_ip, running)
@@ -625,25 +625,20 @@ class PodWorker:
                     pass
         timeout = max(end - clock.monotonic(), MIN_GRACE)
         await self._timed("stop_container", self.ctx.runtime.stop_container(status.id, int(timeout + 0.999)))
-        await self._capture_log_fallback(status)
 
-    async def _capture_log_fallback(self, status: ContainerStatus) -> None:
-        c = podspec.find_container(self.pod, name_of(status))
-        if c is None or c.get("terminationMessagePolicy") != "FallbackToLogsOnError":
-            return
-        await self._log_fallback(status)
-
-    async def _log_fallback(self, status: ContainerStatus) -> None:
-        if status.id in self._log_fallbacks:
-            return
-        try:
-            final = await self.ctx.runtime.container_status(status.id)
-            if final.exit_code == 0:
-                return
-            data = await self.ctx.runtime.container_logs(status.id, tail=FALLBACK_LOG_LINES)
-        except RuntimeError_:
-            return
-        self._log_fallbacks[status.id] = data[-FALLBACK_LOG_BYTES:].decode(errors="replace")
+    async def _fill_log_fallbacks(self, state: PodRuntimeState) -> None:
+        """FallbackToLogsOnError: a failed container with an empty termination log reports its log tail."""
+        for status in state.containers:
+            if status.state is not ContainerState.EXITED or status.exit_code == 0 or status.id in self._log_fallbacks:
+                continue
+            c = podspec.find_container(self.pod, name_of(status))
+            if c is None or c.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+                continue
+            try:
+                data = await self.ctx.runtime.container_logs(status.id, tail=FALLBACK_LOG_LINES)
+            except RuntimeError_:
+                continue
+            self._log_fallbacks[status.id] = data[-FALLBACK_LOG_BYTES:].decode(errors="replace")
 
     def _pod_ip(self) -> str:
         if self.st.status and self.st.status.get("podIP"):
@@ -693,7 +688,7 @@ class PodWorker:
             state = await self.observe()
             await self.kill_pod(state, grace)
             state = await self.observe()
-            self._publish(state)
+            await self._publish(state)
             if self._terminate_remove:
                 await self.cleanup(state)
         except RuntimeError_ as e:

@@ -145,6 +145,15 @@ class AgentProcess:
             await asyncio.sleep(interval)
         raise AssertionError(f"timed out waiting for {what}; last={json.dumps(last)[:2000]}\n--- agent log ---\n{self.log()[-6000:]}")
 
+    async def wait_up(self, timeout: float = 20.0) -> None:
+        async def healthy() -> bool:
+            try:
+                return (await self.get_text("/healthz"))[0] == 200
+            except (aiohttp.ClientError, OSError):
+                return False
+
+        await self.wait_for("agent healthy", healthy, timeout)
+
     async def wait_pod(self, name: str, pred: Callable[[dict[str, Any]], bool], what: str,
                        timeout: float = 60.0) -> dict[str, Any]:
         async def check() -> Any:
