@@ -13,6 +13,7 @@ from cri.types import (
     ContainerStatus,
     ExecResult,
     Image,
+    ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
 )
@@ -38,6 +39,9 @@ class RuntimeService(Protocol):
 
     async def list_pod_sandboxes(self, labels: Mapping[str, str] | None = None) -> list[PodSandboxStatus]:
         """Sandboxes created by this agent, optionally filtered by label equality."""
+
+    async def list_summaries(self) -> list[ObjectSummary]:
+        """Every sandbox and container of this agent in one cheap call (the PLEG relist)."""
 
     async def create_container(
         self, sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig

@@ -172,6 +172,17 @@ class ContainerEvent:
 
 
 @dataclass(frozen=True)
+class ObjectSummary:
+    """A cheap listing entry (sandbox or container) for change detection; no inspect needed."""
+
+    id: str
+    pod_uid: str
+    state: str  # the runtime's own short state word, compared only for equality
+    is_sandbox: bool
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ExecResult:
     exit_code: int
     stdout: bytes = b""

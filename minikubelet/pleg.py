@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
 
 from cri.runtime import Runtime
-from cri.types import LABEL_POD_UID
 from minikubelet.clock import Clock
 from minikubelet.metrics import Metrics
 
@@ -29,20 +27,14 @@ class PLEG:
 
     async def relist(self) -> None:
         t0 = time.monotonic()
-        sandboxes, containers = await asyncio.gather(
-            self._runtime.list_pod_sandboxes(), self._runtime.list_containers()
-        )
         current: dict[str, set[tuple[str, str]]] = {}
         uids: dict[str, dict[str, str]] = {}
-        for sb in sandboxes:
-            uid = sb.metadata.uid
-            current.setdefault(uid, set()).add((sb.id, sb.state.value))
-            uids[uid] = {**sb.labels, **{"annotation." + k: v for k, v in sb.annotations.items()}}
-        for c in containers:
-            uid = c.labels.get(LABEL_POD_UID, "")
-            if uid:
-                current.setdefault(uid, set()).add((c.id, c.state.value))
-                uids.setdefault(uid, dict(c.labels))
+        for obj in await self._runtime.list_summaries():
+            if not obj.pod_uid:
+                continue
+            current.setdefault(obj.pod_uid, set()).add((obj.id, obj.state))
+            if obj.is_sandbox or obj.pod_uid not in uids:
+                uids[obj.pod_uid] = dict(obj.labels)
         frozen = {uid: frozenset(v) for uid, v in current.items()}
         for uid in set(frozen) | set(self._seen):
             if frozen.get(uid) != self._seen.get(uid):

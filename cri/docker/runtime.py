@@ -32,6 +32,7 @@ from cri.errors import (
 )
 from cri.types import (
     LABEL_CONTAINER_TYPE,
+    LABEL_POD_UID,
     AuthConfig,
     ContainerConfig,
     ContainerEvent,
@@ -39,6 +40,7 @@ from cri.types import (
     ContainerStatus,
     ExecResult,
     Image,
+    ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
 )
@@ -301,6 +303,20 @@ class DockerRuntime:
     async def container_status(self, container_id: str) -> ContainerStatus:
         inspect = await self._inspect(container_id)
         return convert.container_status(inspect, await self._image_inspect(str(inspect.get("Image", ""))))
+
+    async def list_summaries(self) -> list[ObjectSummary]:
+        summaries = await self._client.get("containers/json", {"all": True, "filters": label_filters({}, (LABEL_CONTAINER_TYPE,))})
+        out = []
+        for summary in summaries:
+            labels = {str(k): str(v) for k, v in (summary.get("Labels") or {}).items()}
+            out.append(ObjectSummary(
+                id=str(summary["Id"]),
+                pod_uid=labels.get(LABEL_POD_UID, ""),
+                state=str(summary.get("State", "")),
+                is_sandbox=labels.get(LABEL_CONTAINER_TYPE) == CONTAINER_TYPE_SANDBOX,
+                labels=labels,
+            ))
+        return out
 
     async def list_containers(self, labels: Mapping[str, str] | None = None) -> list[ContainerStatus]:
         inspects = await self._inspect_many(await self._list_ids(CONTAINER_TYPE_CONTAINER, labels))
