@@ -6,7 +6,10 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Mapping
 from typing import Any
+
+from prometheus_client import CollectorRegistry
 
 from cri.runtime import Runtime
 from minikubelet import __version__
@@ -28,8 +31,10 @@ from minikubelet.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.pod_manager import PodManager
 from minikubelet.pod_worker import CgroupSource, ProbeSource, WorkerContext
 from minikubelet.podspec import Pod
+from minikubelet.probe_source import ManagerProbeSource
 from minikubelet.server import KubeletServer
 from minikubelet.static_source import StaticPodSource
+from probes.manager import ProbeManager
 
 log = logging.getLogger("minikubelet.agent")
 
@@ -54,9 +59,13 @@ class Agent:
             os.path.join(config.root_dir, "backoff.json"),
             {"container": self.container_backoff, "image": self.image_backoff},
         )
+        self.probe_registry = probe_registry or CollectorRegistry()
+        if probes is None:
+            manager = ProbeManager(runtime, self.clock, self.probe_registry, self._probe_changed,
+                                   events=self._probe_event)
+            probes = ManagerProbeSource(manager)
         self.probes = probes
         self.cgroups = cgroups
-        self.probe_registry = probe_registry
 
         def make_ctx(publish: Any) -> WorkerContext:
             return WorkerContext(
@@ -74,9 +83,15 @@ class Agent:
             check_frequency=config.file_check_frequency,
         )
         self.server = KubeletServer(self.manager.pod_list, self.health, self.metrics.registry,
-                                    self.recorder.list, probe_registry)
+                                    self.recorder.list, self.probe_registry)
         self._runtime_error: str | None = None
         self._stop = asyncio.Event()
+
+    def _probe_changed(self, uid: str) -> None:
+        self.manager.wake(uid)
+
+    def _probe_event(self, pod: Mapping[str, Any], container: str, etype: str, reason: str, message: str) -> None:
+        self.recorder.pod_event(dict(pod), etype, reason, message, container)
 
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
         self.manager.set_source_pods(source, pods)

@@ -76,6 +76,8 @@ class ProbeSource(Protocol):
 
     def remove_pod(self, uid: str) -> None: ...
 
+    def stop_liveness_and_startup(self, uid: str) -> None: ...
+
     def results(self, uid: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
         """(startup, liveness, readiness): container id -> success | failure | unknown."""
 
@@ -684,6 +686,8 @@ class PodWorker:
     async def _terminate(self) -> None:
         grace = self._terminate_grace if self._terminate_grace is not None else podspec.grace_period(self.pod)
         log.info("terminating pod", extra={"kv": {"pod": podspec.format_pod(self.pod), "grace": grace}})
+        if self.ctx.probes is not None:
+            self.ctx.probes.stop_liveness_and_startup(self.uid)
         try:
             state = await self.observe()
             await self.kill_pod(state, grace)

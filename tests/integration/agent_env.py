@@ -47,7 +47,7 @@ class AgentProcess:
         self.logs = base / "pod-logs"
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.node = "mkl-node"
+        self.node = f"mkl-{uuid.uuid4().hex[:6]}"
         self.cgroup_root = f"/mkltest-agent-{uuid.uuid4().hex[:8]}"
         self.config = base / "config.yaml"
         self.extra: dict[str, Any] = {}
@@ -200,8 +200,11 @@ async def docker() -> AsyncIterator[aiodocker.Docker]:
         await d.close()
 
 
-async def _remove_pod_containers(d: aiodocker.Docker, base: Path, cgroup_root: str) -> None:
+async def _remove_pod_containers(d: aiodocker.Docker, node: str) -> None:
+    """Remove what this agent's pods left (pod names end in -<node>); other tests' containers stay."""
     for c in await d.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.uid"]})):
+        if not c._container.get("Labels", {}).get("io.kubernetes.pod.name", "").endswith(f"-{node}"):
+            continue
         try:
             await c.delete(force=True)
         except aiodocker.DockerError:
@@ -234,6 +237,6 @@ async def agent(tmp_path: Path, docker: aiodocker.Docker) -> AsyncIterator[Agent
         a.stop()
         if a._log_fh is not None:
             a._log_fh.close()
-        await _remove_pod_containers(docker, tmp_path, a.cgroup_root)
+        await _remove_pod_containers(docker, a.node)
         await asyncio.sleep(0.2)
         _remove_cgroups(a.cgroup_root)

@@ -193,7 +193,7 @@ async def test_crash_loop_backoff(agent: AgentProcess) -> None:
     cs = cstatus(p, "main")
     uid = p["metadata"]["uid"]
     assert cs["state"]["waiting"]["message"] == (
-        f"back-off 10s restarting failed container=main pod=crash-mkl-node_default({uid})")
+        f"back-off 10s restarting failed container=main pod=crash-{agent.node}_default({uid})")
     assert cs["lastState"]["terminated"]["exitCode"] == 3 and cs["lastState"]["terminated"]["reason"] == "Error"
     assert phase(p) == "Running" and not cs["ready"]
     t_first = time.monotonic()

@@ -40,7 +40,7 @@ async def test_pod_runs_with_shared_network_namespace(agent: AgentProcess, docke
     agent.start()
     pod = await agent.wait_pod("web", running, "Running with both containers running")
     st = pod["status"]
-    assert pod["metadata"]["name"] == "web-mkl-node"
+    assert pod["metadata"]["name"] == f"web-{agent.node}"
     assert {c["type"]: c["status"] for c in st["conditions"]} == {
         "PodReadyToStartContainers": "True", "Initialized": "True", "Ready": "True",
         "ContainersReady": "True", "PodScheduled": "True"}
@@ -71,7 +71,7 @@ async def test_pod_runs_with_shared_network_namespace(agent: AgentProcess, docke
     info = web._container
     assert info["HostConfig"]["NetworkMode"].startswith("container:")
     assert info["HostConfig"]["RestartPolicy"]["Name"] in ("", "no")
-    assert info["Name"].startswith("/k8s_web_web-mkl-node_default_")
+    assert info["Name"].startswith(f"/k8s_web_web-{agent.node}_default_")
 
 
 async def test_edit_replaces_and_delete_stops(agent: AgentProcess, docker: aiodocker.Docker) -> None:
@@ -170,7 +170,7 @@ async def test_bad_manifest_is_reported_and_isolated(agent: AgentProcess) -> Non
     agent.start()
     good = await agent.wait_pod("good", running, "Running")
     names = [p["metadata"]["name"] for p in await agent.pods()]
-    assert names == ["good-mkl-node"]
+    assert names == [f"good-{agent.node}"]
     log = agent.log()
     assert "bad.yaml" in log and "spec.containers[0].ports[0].containerPort" in log
     assert "broken.yaml" in log
