@@ -258,13 +258,18 @@ def containers_ready(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str,
         return False, "PodCompleted", ""
     if phase == "Failed":
         return False, "PodFailed", ""
+    return _listed("ContainersNotReady", unknown, "unready", unready)
+
+
+def _listed(reason: str, unknown: list[str], label: str, names: list[str]) -> Cond:
+    """False with the kubelet's "containers with … status: [a b]" message when any name is listed."""
     msgs = []
     if unknown:
         msgs.append(f"containers with unknown status: [{' '.join(unknown)}]")
-    if unready:
-        msgs.append(f"containers with unready status: [{' '.join(unready)}]")
+    if names:
+        msgs.append(f"containers with {label} status: [{' '.join(names)}]")
     if msgs:
-        return False, "ContainersNotReady", ", ".join(msgs)
+        return False, reason, ", ".join(msgs)
     return True, "", ""
 
 
@@ -303,14 +308,7 @@ def initialized(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str, Any]
             incomplete.append(n)
     if phase == "Succeeded" and not unknown:
         return False, "PodCompleted", ""
-    msgs = []
-    if unknown:
-        msgs.append(f"containers with unknown status: [{' '.join(unknown)}]")
-    if incomplete:
-        msgs.append(f"containers with incomplete status: [{' '.join(incomplete)}]")
-    if msgs:
-        return False, "ContainersNotInitialized", ", ".join(msgs)
-    return True, "", ""
+    return _listed("ContainersNotInitialized", unknown, "incomplete", incomplete)
 
 
 def _condition(ctype: str, c: Cond, old: Mapping[str, Mapping[str, Any]], now: float, gen: Any) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Benchmarks for minikubelet (not tests): `python -m bench <name>` or `bench/run <name>`."""

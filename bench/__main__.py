@@ -1,0 +1,45 @@
+"""python -m bench startup|status-latency|footprint|precision [options]"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m bench")
+    sub = p.add_subparsers(dest="name", required=True)
+    s = sub.add_parser("startup", help="pods Running after being written at once, vs direct Docker")
+    s.add_argument("--pods", default="1,10,30,100", help="comma-separated pod counts")
+    s = sub.add_parser("status-latency", help="container killed -> /pods shows it terminated")
+    s.add_argument("--events", type=int, default=50)
+    s = sub.add_parser("footprint", help="agent RSS and CPU when idle")
+    s.add_argument("--pods", default="0,30,100")
+    s.add_argument("--probes", default="none,exec,http")
+    s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
+    s = sub.add_parser("precision", help="probe jitter, SIGKILL timing, restart delays")
+    s.add_argument("--samples", type=int, default=60)
+    s.add_argument("--grace", type=int, default=2)
+    s.add_argument("--kills", type=int, default=5)
+    s.add_argument("--restarts", type=int, default=4, help="0 skips; 4 takes about 75 s")
+    a = p.parse_args()
+    if a.name == "startup":
+        from bench import startup
+
+        asyncio.run(startup.main([int(x) for x in a.pods.split(",")]))
+    elif a.name == "status-latency":
+        from bench import status_latency
+
+        asyncio.run(status_latency.main(a.events))
+    elif a.name == "footprint":
+        from bench import footprint
+
+        asyncio.run(footprint.main([int(x) for x in a.pods.split(",")], a.probes.split(","), a.duration))
+    else:
+        from bench import precision
+
+        asyncio.run(precision.main(a.samples, a.grace, a.kills, a.restarts))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+import subprocess
+import sys
+
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import CollectorRegistry
+
+from minikubelet.cli import main
+from minikubelet.server import KubeletServer
+
+
+def test_version(capsys) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.startswith("minikubelet 0.1.0")
+
+
+def test_bad_config_exits_2_naming_the_field(tmp_path, capsys) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: abc\n")
+    assert main(["run", "--config", str(cfg)]) == 2
+    assert "readOnlyPort" in capsys.readouterr().err
+
+
+def test_bad_flag_exits_2() -> None:
+    r = subprocess.run([sys.executable, "-m", "minikubelet", "run", "--max-pods", "lots"], capture_output=True)
+    assert r.returncode == 2
+
+
+def test_help_lists_kubelet_flags() -> None:
+    r = subprocess.run([sys.executable, "-m", "minikubelet", "run", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0
+    for flag in ("--config", "--hostname-override", "--pod-manifest-path", "--root-dir", "--kubeconfig", "--v"):
+        assert flag in r.stdout
+
+
+async def _client(checks) -> TestClient:
+    async def health():
+        return checks
+
+    server = KubeletServer(lambda: [{"metadata": {"name": "p"}}], health, CollectorRegistry(),
+                           lambda uid: [], None)
+    client = TestClient(TestServer(server.app()))
+    await client.start_server()
+    return client
+
+
+async def test_healthz_ok_and_failing() -> None:
+    client = await _client([("ping", None), ("syncloop", None), ("runtime", None)])
+    try:
+        r = await client.get("/healthz")
+        assert r.status == 200 and await r.text() == "ok"
+        r = await client.get("/pods")
+        body = await r.json()
+        assert body["kind"] == "PodList" and body["items"][0]["metadata"]["name"] == "p"
+        r = await client.get("/metrics/probes")
+        assert r.status == 404
+    finally:
+        await client.close()
+    client = await _client([("ping", None), ("syncloop", "sync loop has not run for 12.0s"), ("runtime", None)])
+    try:
+        r = await client.get("/healthz")
+        text = await r.text()
+        assert r.status == 500
+        assert "[-]syncloop failed: sync loop has not run for 12.0s" in text and "[+]runtime ok" in text
+    finally:
+        await client.close()
