@@ -73,7 +73,7 @@ class Agent:
                 container_backoff=self.container_backoff, image_backoff=self.image_backoff,
                 root_dir=config.root_dir, pod_logs_dir=config.pod_logs_dir, host_ip=self.host_ip,
                 publish=publish, probes=probes, cgroups=cgroups,
-                resync_period=min(config.sync_frequency, 10.0),
+                resync_period=config.sync_frequency,
             )
 
         self.manager = PodManager(make_ctx, max_pods=config.max_pods)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -204,7 +205,11 @@ class PodWorker:
             self._wake.clear()
             self._next_wake = None
             return
-        deadline = self._next_wake if self._next_wake is not None else self.ctx.clock.monotonic() + self.ctx.resync_period
+        if self._next_wake is not None:
+            deadline = self._next_wake
+        else:
+            # upstream jitters the periodic resync by up to half a period so pods do not sync in lockstep
+            deadline = self.ctx.clock.monotonic() + self.ctx.resync_period * (1 + 0.5 * random.random())
         delay = max(0.0, deadline - self.ctx.clock.monotonic())
         sleeper = asyncio.create_task(self.ctx.clock.sleep(delay))
         waker = asyncio.create_task(self._wake.wait())
