@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import statistics
 import tempfile
@@ -47,6 +48,20 @@ async def probe_jitter(agent: Any, samples: int) -> dict[str, Any]:
             "stdev": statistics.pstdev(gaps), "drift_s": (arrivals[samples] - arrivals[0]) - samples}
 
 
+async def _events(docker: aiodocker.Docker, cid: str | None, actions: set[str], label: str = "") -> Any:
+    """Yield (action, time) of matching container events; filtering here, not in the shared stream."""
+    sub = docker.events.subscribe()  # type: ignore[no-untyped-call]
+    while True:
+        ev = await asyncio.wait_for(sub.get(), 400)
+        if ev is None or ev.get("Type") != "container" or ev.get("Action") not in actions:
+            continue
+        if cid is not None and ev["Actor"]["ID"] != cid:
+            continue
+        if label and ev["Actor"]["Attributes"].get("io.kubernetes.container.name") != label:
+            continue
+        yield ev["Action"], int(ev["timeNano"]) / 1e9
+
+
 async def kill_timing(agent: Any, docker: aiodocker.Docker, grace: int, runs: int) -> dict[str, Any]:
     out = []
     for i in range(runs):
@@ -55,33 +70,42 @@ async def kill_timing(agent: Any, docker: aiodocker.Docker, grace: int, runs: in
         agent.put(f"grace{i}.yaml", pod)
         p = await agent.wait_pod(f"grace{i}", lambda p: p["status"].get("phase") == "Running", "Running")
         cid = container_id(p, "main")
-        sub = docker.events.subscribe(filters={"container": [cid], "event": ["kill", "die"]})  # type: ignore[no-untyped-call]
+        events = _events(docker, cid, {"kill", "die"})
+        waiter = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(0.2)
         (agent.manifests / f"grace{i}.yaml").unlink()
         first_kill = None
         while True:
-            ev = await asyncio.wait_for(sub.get(), 60)
-            t = int(ev["timeNano"]) / 1e9
-            if ev["Action"] == "kill" and first_kill is None:
+            action, t = await waiter
+            if action == "kill" and first_kill is None:
                 first_kill = t
-            if ev["Action"] == "die":
+            if action == "die":
                 assert first_kill is not None
                 out.append(t - first_kill)
                 break
+            waiter = asyncio.ensure_future(events.__anext__())
+        await events.aclose()
         await agent.wait_gone(f"grace{i}")
     return {"grace": grace, "stop_signal_to_exit": summary(out)}
 
 
 async def restart_delays(agent: Any, docker: aiodocker.Docker, restarts: int) -> dict[str, Any]:
-    sub = docker.events.subscribe(filters={"event": ["start", "die"], "label": ["io.kubernetes.container.name=crash"]})  # type: ignore[no-untyped-call]
+    events = _events(docker, None, {"start", "die"}, label="crash")
+    waiter = asyncio.ensure_future(events.__anext__())
+    await asyncio.sleep(0.2)
     agent.put("crash.yaml", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crash"}, "spec": {
         "containers": [{"name": "crash", "image": BUSYBOX, "imagePullPolicy": "IfNotPresent",
                         "command": ["sh", "-c", "exit 1"]}]}})
     starts: list[float] = []
     dies: list[float] = []
     while len(starts) < restarts + 1:
-        ev = await asyncio.wait_for(sub.get(), 400)
-        t = int(ev["timeNano"]) / 1e9
-        (starts if ev["Action"] == "start" else dies).append(t)
+        action, t = await waiter
+        (starts if action == "start" else dies).append(t)
+        waiter = asyncio.ensure_future(events.__anext__())
+    waiter.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiter
+    await events.aclose()
     (agent.manifests / "crash.yaml").unlink()
     expected = [0.0] + [min(10.0 * 2**i, 300.0) for i in range(restarts - 1)]
     gaps = [starts[i + 1] - dies[i] for i in range(restarts)]
