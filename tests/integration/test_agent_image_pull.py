@@ -1,0 +1,80 @@
+"""Image pulls from a real registry (Debian's docker-registry on the test netns loopback)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiodocker
+import pytest
+
+from tests.integration import agent_env
+from tests.integration.agent_env import BUSYBOX, AgentProcess, cstatus, simple_pod
+
+pytestmark = pytest.mark.integration
+agent = agent_env.agent
+docker = agent_env.docker
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[str]:
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        pytest.fail("docker-registry is not installed (scripts/testenv installs it)")
+    port = agent_env.free_port()
+    cfg = tmp_path / "registry.yml"
+    cfg.write_text(
+        "version: 0.1\nlog: {level: error}\n"
+        f"storage: {{filesystem: {{rootdirectory: {tmp_path / 'data'}}}}}\n"
+        f"http: {{addr: 127.0.0.1:{port}}}\n")
+    proc = subprocess.Popen([binary, "serve", str(cfg)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail("docker-registry exited at start")
+                time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+async def pushed(registry: str, docker: aiodocker.Docker) -> AsyncIterator[str]:
+    ref = f"{registry}/mkl/busybox"
+    await docker.images.tag(BUSYBOX, ref, tag="pulltest")
+    await docker.images.push(ref, tag="pulltest")
+    await docker.images.delete(f"{ref}:pulltest")
+    try:
+        yield f"{ref}:pulltest"
+    finally:
+        try:
+            await docker.images.delete(f"{ref}:pulltest", force=True)
+        except aiodocker.DockerError:
+            pass
+
+
+async def test_pull_from_registry(agent: AgentProcess, pushed: str, docker: aiodocker.Docker) -> None:
+    with pytest.raises(aiodocker.DockerError):
+        await docker.images.inspect(pushed)  # not on the node before the pod asks for it
+    agent.put("pulled.yaml", simple_pod("pulled", [{"name": "main", "image": pushed, "imagePullPolicy": "Always",
+                                                    "command": ["sleep", "3600"]}]))
+    agent.start()
+    p = await agent.wait_pod("pulled", lambda p: p["status"].get("phase") == "Running", "Running after a pull")
+    cs = cstatus(p, "main")
+    assert cs["image"] == pushed
+    assert cs["imageID"].startswith(f"docker-pullable://{pushed.rsplit(':', 1)[0]}@sha256:")
+    evs = (await agent.get_json(f"/debug/events?uid={p['metadata']['uid']}"))["items"]
+    msgs = [(e["reason"], e["message"]) for e in evs]
+    assert ("Pulling", f'Pulling image "{pushed}"') in msgs
+    pulled = next(m for r, m in msgs if r == "Pulled")
+    assert pulled.startswith(f'Successfully pulled image "{pushed}" in ') and "including waiting" in pulled
+    assert "Image size: " in pulled
