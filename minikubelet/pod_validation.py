@@ -85,22 +85,21 @@ _SUBDOMAIN_MSG = (
 )
 
 
-def dns1123_label_errors(value: str) -> list[str]:
+def _length_and_pattern(value: str, max_len: int, pattern: str, message: str) -> list[str]:
     errs = []
-    if len(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not re.fullmatch(_DNS1123_LABEL, value):
-        errs.append(_LABEL_MSG)
+    if len(value) > max_len:
+        errs.append(f"must be no more than {max_len} characters")
+    if not re.fullmatch(pattern, value):
+        errs.append(message)
     return errs
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    return _length_and_pattern(value, 63, _DNS1123_LABEL, _LABEL_MSG)
 
 
 def dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = []
-    if len(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
-        errs.append(_SUBDOMAIN_MSG)
-    return errs
+    return _length_and_pattern(value, 253, _DNS1123_SUBDOMAIN, _SUBDOMAIN_MSG)
 
 
 def port_name_errors(value: str) -> list[str]:
