@@ -65,6 +65,7 @@ log = logging.getLogger("minikubelet.pod_worker")
 
 MIN_GRACE = 2  # upstream minimumGracePeriodInSeconds
 PRESTOP_EXTRA_GRACE = 2  # upstream gives an overrunning preStop hook 2 s more, once
+EXCEEDED_GRACE_SLACK = 1.0
 MAX_TERMINATION_MESSAGE = 4096
 FALLBACK_LOG_LINES = 80
 FALLBACK_LOG_BYTES = 2048
@@ -680,6 +681,10 @@ class PodWorker:
             tasks.append(stop(c, regular + sidecars[i + 1 :]))
         if tasks:
             await asyncio.gather(*tasks)
+        if live and clock.monotonic() > deadline + MIN_GRACE + EXCEEDED_GRACE_SLACK:
+            # SIGKILL is sent at the deadline, so only a stuck runtime gets here.
+            self.ctx.recorder.pod_event(self.pod, "Warning", ev.EXCEEDED_GRACE_PERIOD,
+                                        "Container runtime did not kill the pod within specified grace period.")
         for sb in state.sandboxes:
             try:
                 await self._timed("stop_podsandbox", self.ctx.runtime.stop_pod_sandbox(sb.id))

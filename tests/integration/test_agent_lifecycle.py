@@ -280,3 +280,23 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, docke
     await asyncio.wait_for(sub.get(), 30)
     logs = "".join(await post.log(stdout=True, stderr=True))
     assert "stopping" in logs
+
+
+async def test_prestop_overrun_gets_two_more_seconds(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+    grace = 3
+    agent.put("slowstop.yaml", simple_pod("slowstop", [{
+        "name": "main", "command": ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", "30"]}}}}], terminationGracePeriodSeconds=grace))
+    agent.start()
+    p = await agent.wait_pod("slowstop", lambda p: phase(p) == "Running", "Running")
+    cid = container_id(p, "main")
+    sub = docker.events.subscribe(filters={"event": ["die"], "container": [cid]})
+    t0 = time.monotonic()
+    (agent.manifests / "slowstop.yaml").unlink()
+    ev = await asyncio.wait_for(sub.get(), 30)
+    took = time.monotonic() - t0
+    assert ev["Actor"]["Attributes"]["exitCode"] == "137"
+    # the hook used up the 3 s grace; upstream then gives the container 2 s more once (stop signal, then SIGKILL)
+    assert grace + 2 - 0.3 <= took <= grace + 2 + 2.5, took
+    evs = await events_for(agent, p["metadata"]["uid"])
+    assert any(e["reason"] == "FailedPreStopHook" and e["type"] == "Warning" for e in evs)
