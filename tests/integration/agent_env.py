@@ -211,8 +211,10 @@ async def _remove_pod_containers(d: aiodocker.Docker, node: str) -> None:
             pass
 
 
-def _remove_cgroups(cgroup_root: str) -> None:
+def _remove_cgroups(cgroup_root: str) -> bool:
+    """rmdir the agent's cgroup root in every hierarchy, leaf first; True when nothing is left."""
     base = Path("/sys/fs/cgroup")
+    left = False
     for ctrl in base.iterdir() if base.is_dir() else []:
         top = ctrl / cgroup_root.lstrip("/")
         if not top.is_dir():
@@ -225,7 +227,8 @@ def _remove_cgroups(cgroup_root: str) -> None:
         try:
             top.rmdir()
         except OSError:
-            pass
+            left = True
+    return not left
 
 
 @pytest.fixture
@@ -238,5 +241,8 @@ async def agent(tmp_path: Path, docker: aiodocker.Docker) -> AsyncIterator[Agent
         if a._log_fh is not None:
             a._log_fh.close()
         await _remove_pod_containers(docker, a.node)
-        await asyncio.sleep(0.2)
-        _remove_cgroups(a.cgroup_root)
+        # runc removes a deleted container's cgroups asynchronously; retry until the tree is gone
+        for _ in range(50):
+            if _remove_cgroups(a.cgroup_root):
+                break
+            await asyncio.sleep(0.1)
