@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
 import statistics
+import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -103,10 +106,18 @@ def sleeper_pod(name: str, **spec: Any) -> dict[str, Any]:
                                      "command": ["sleep", "3600"]}], "terminationGracePeriodSeconds": 1, **spec}}
 
 
-def new_agent(base: Path) -> AgentProcess:
-    a = AgentProcess(base, docker_host())
-    a.extra = {"fileCheckFrequency": "20s"}
-    return a
+@contextlib.asynccontextmanager
+async def running_agent() -> AsyncIterator[AgentProcess]:
+    """The real agent process on a fresh static pod dir and root dir, healthy, stopped afterwards."""
+    with tempfile.TemporaryDirectory(prefix="mkl-bench-") as tmp:
+        agent = AgentProcess(Path(tmp), docker_host())
+        agent.extra = {"fileCheckFrequency": "20s"}
+        agent.start()
+        try:
+            await agent.wait_up()
+            yield agent
+        finally:
+            agent.stop()
 
 
 def free_port_in_netns() -> int:

@@ -6,15 +6,13 @@ import asyncio
 import contextlib
 import itertools
 import statistics
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import aiodocker
 from aiohttp import web
 
-from bench.common import docker_host, free_port_in_netns, new_agent, sleeper_pod, summary, table, write_result
+from bench.common import docker_host, free_port_in_netns, running_agent, sleeper_pod, summary, table, write_result
 from tests.integration.agent_env import BUSYBOX, container_id
 
 
@@ -114,17 +112,13 @@ async def restart_delays(agent: Any, docker: aiodocker.Docker, restarts: int) ->
 
 async def main(samples: int, grace: int, kills: int, restarts: int) -> None:
     docker = aiodocker.Docker(url=docker_host())
-    with tempfile.TemporaryDirectory(prefix="mkl-bench-") as tmp:
-        agent = new_agent(Path(tmp))
-        agent.start()
-        try:
-            await agent.wait_up()
+    try:
+        async with running_agent() as agent:
             jitter = await probe_jitter(agent, samples)
             kills_r = await kill_timing(agent, docker, grace, kills)
             restart_r = await restart_delays(agent, docker, restarts) if restarts else None
-        finally:
-            agent.stop()
-            await docker.close()
+    finally:
+        await docker.close()
     g, d = jitter["gaps"], jitter["abs_deviation"]
     print("probe period 1 s:")
     print(table(["samples", "gap p50", "gap p99", "|dev| p50", "|dev| p99", "stdev", "drift over run"],

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import aiodocker
 
-from bench.common import docker_host, new_agent, sleeper_pod, summary, table, write_result
+from bench.common import docker_host, running_agent, sleeper_pod, summary, table, write_result
 from tests.integration.agent_env import BUSYBOX, PAUSE
 
 
@@ -21,30 +19,24 @@ def _running(p: dict[str, Any]) -> bool:
 
 
 async def agent_startup(n: int) -> tuple[list[float], float]:
-    with tempfile.TemporaryDirectory(prefix="mkl-bench-") as tmp:
-        agent = new_agent(Path(tmp))
-        agent.start()
-        try:
-            await agent.wait_up()
-            names = [f"s{i}" for i in range(n)]
-            t0 = time.monotonic()
-            for name in names:
-                agent.put(f"{name}.yaml", sleeper_pod(name))
-            done: dict[str, float] = {}
-            while len(done) < n:
-                for p in await agent.pods():
-                    short = p["metadata"]["name"].rsplit("-", 2)[0]
-                    if short not in done and _running(p):
-                        done[short] = time.monotonic() - t0
-                if time.monotonic() - t0 > 300:
-                    raise SystemExit(f"startup: only {len(done)}/{n} pods Running after 300 s")
-                await asyncio.sleep(0.02)
-            total = max(done.values())
-            for name in names:
-                (agent.manifests / f"{name}.yaml").unlink()
-            await agent.wait_for("pods gone", lambda: _none(agent), 300)
-        finally:
-            agent.stop()
+    async with running_agent() as agent:
+        names = [f"s{i}" for i in range(n)]
+        t0 = time.monotonic()
+        for name in names:
+            agent.put(f"{name}.yaml", sleeper_pod(name))
+        done: dict[str, float] = {}
+        while len(done) < n:
+            for p in await agent.pods():
+                short = p["metadata"]["name"].removesuffix(f"-{agent.node}")
+                if short not in done and _running(p):
+                    done[short] = time.monotonic() - t0
+            if time.monotonic() - t0 > 300:
+                raise SystemExit(f"startup: only {len(done)}/{n} pods Running after 300 s")
+            await asyncio.sleep(0.02)
+        total = max(done.values())
+        for name in names:
+            (agent.manifests / f"{name}.yaml").unlink()
+        await agent.wait_for("pods gone", lambda: _none(agent), 300)
         return list(done.values()), total
 
 

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import tempfile
 import time
-from pathlib import Path
 
 import aiodocker
 
-from bench.common import docker_host, new_agent, sleeper_pod, summary, table, write_result
+from bench.common import docker_host, running_agent, sleeper_pod, summary, table, write_result
 from tests.integration.agent_env import container_id, cstatus
 
 
 async def main(events: int) -> None:
     docker = aiodocker.Docker(url=docker_host())
-    with tempfile.TemporaryDirectory(prefix="mkl-bench-") as tmp:
-        agent = new_agent(Path(tmp))
-        agent.start()
-        try:
-            await agent.wait_up()
+    try:
+        async with running_agent() as agent:
             for i in range(events):
                 agent.put(f"k{i}.yaml", sleeper_pod(f"k{i}", restartPolicy="Never"))
             pods = {}
@@ -40,9 +35,8 @@ async def main(events: int) -> None:
             for i in range(events):
                 (agent.manifests / f"k{i}.yaml").unlink()
             await asyncio.sleep(3)
-        finally:
-            agent.stop()
-            await docker.close()
+    finally:
+        await docker.close()
     s = summary(lat)
     print(table(["events", "p50 s", "p90 s", "p99 s", "max s"], [[s["n"], s["p50"], s["p90"], s["p99"], s["max"]]]))
     print("results:", write_result("status-latency", {"latency": s, "samples": lat}))

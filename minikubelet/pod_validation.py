@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from minikubelet.pod_defaults import volume_sources
 from minikubelet.quantity import QuantityError, parse_quantity
@@ -164,32 +164,24 @@ class _Validator:
                 self.add(wrong_type(f"{path}[{i}]", item, "an object"))
         return out
 
-    def string(self, parent: dict[str, Any], key: str, path: str) -> str | None:
+    def _typed(self, parent: dict[str, Any], key: str, path: str, ok: Callable[[object], bool], noun: str) -> Any:
         value = parent.get(key)
         if value is None:
             return None
-        if not isinstance(value, str):
-            self.add(wrong_type(path, value, "a string"))
+        if not ok(value):
+            self.add(wrong_type(path, value, noun))
             return None
         return value
+
+    def string(self, parent: dict[str, Any], key: str, path: str) -> str | None:
+        return cast("str | None", self._typed(parent, key, path, lambda v: isinstance(v, str), "a string"))
 
     def integer(self, parent: dict[str, Any], key: str, path: str) -> int | None:
-        value = parent.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.add(wrong_type(path, value, "an integer"))
-            return None
-        return value
+        return cast("int | None", self._typed(
+            parent, key, path, lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"))
 
     def boolean(self, parent: dict[str, Any], key: str, path: str) -> bool | None:
-        value = parent.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, bool):
-            self.add(wrong_type(path, value, "a boolean"))
-            return None
-        return value
+        return cast("bool | None", self._typed(parent, key, path, lambda v: isinstance(v, bool), "a boolean"))
 
     def string_map(self, parent: dict[str, Any], key: str, path: str) -> None:
         value = self.obj(parent, key, path)

@@ -296,11 +296,10 @@ class PodWorker:
     # --- status ---------------------------------------------------------------------------
     async def _publish(self, state: PodRuntimeState) -> None:
         await self._fill_log_fallbacks(state)
-        probes, readiness = self._probe_view()
         if self.ctx.probes is not None and state.sandbox is not None:
             running = {name_of(c): c for c in state.running()}
             self.ctx.probes.update_pod(self.pod, state.sandbox.ip or self.ctx.host_ip, running)
-            probes, readiness = self._probe_view()
+        probes, readiness = self._probe_view()
         qos = self.ctx.cgroups.qos_class(self.pod) if self.ctx.cgroups else ""
         status = compute_status(
             StatusInputs(

@@ -9,7 +9,7 @@ import os
 import tarfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import pytest
@@ -31,34 +31,15 @@ from cri.types import (
     PortMapping,
     SandboxState,
 )
+from tests.images import PAUSE_IMAGE
+from tests.integration import cri_runtime
+from tests.integration.cri_runtime import RUN_LABEL
 
 pytestmark = pytest.mark.integration
 
 BUSYBOX = "minikubelet.test/busybox:1.36"
-PAUSE = "registry.k8s.io/pause:3.10"
-RUN_LABEL = "minikubelet.test/cri-docker"
-
-
-@pytest.fixture
-def endpoint() -> str:
-    host = os.environ.get("MKL_TEST_DOCKER_HOST")
-    if not host:
-        pytest.skip("MKL_TEST_DOCKER_HOST is not set (scripts/testenv up)")
-    return host
-
-
-@pytest.fixture
-async def runtime(endpoint: str) -> AsyncIterator[DockerRuntime]:
-    rt = DockerRuntime(endpoint, pause_image=PAUSE, sandbox_stop_timeout=2.0)
-    await rt.connect()
-    run = uuid.uuid4().hex
-    rt.test_run = run  # type: ignore[attr-defined]
-    try:
-        yield rt
-    finally:
-        for sandbox in await rt.list_pod_sandboxes({RUN_LABEL: run}):
-            await rt.remove_pod_sandbox(sandbox.id)
-        await rt.close()
+PAUSE = PAUSE_IMAGE
+runtime = cri_runtime.runtime
 
 
 def pod_config(rt: DockerRuntime, name: str = "web", **overrides: object) -> PodSandboxConfig:
@@ -287,7 +268,7 @@ async def test_container_status_fields(runtime: DockerRuntime) -> None:
         await runtime.container_status("0" * 64)
 
 
-async def test_command_and_args_follow_kubernetes_rules(runtime: DockerRuntime, endpoint: str) -> None:
+async def test_command_and_args_follow_kubernetes_rules(runtime: DockerRuntime, docker_host: str) -> None:
     # An image with both ENTRYPOINT and CMD, made by committing a busybox container.
     image = f"minikubelet.test/ep-cmd:{runtime.test_run}"  # type: ignore[attr-defined]
     client = runtime._client

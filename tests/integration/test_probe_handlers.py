@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -18,12 +18,13 @@ from probes.exec import probe_exec
 from probes.grpc import probe_grpc
 from probes.manager import ProbeManager
 from probes.result import ProbeOutcome, Result
-from tests.images import BUSYBOX_IMAGE, PAUSE_IMAGE
+from tests.images import BUSYBOX_IMAGE
+from tests.integration import cri_runtime
+from tests.integration.cri_runtime import RUN_LABEL
 
 pytestmark = pytest.mark.integration
 
 GRPC_HEALTH = "minikubelet.test/grpc-health:1"  # scripts/images/grpc-health/build.sh
-RUN_LABEL = "minikubelet.test/probes"
 
 T = TypeVar("T")
 
@@ -38,18 +39,7 @@ async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float) -
             await asyncio.sleep(0.1)
 
 
-@pytest.fixture
-async def runtime(docker_host: str) -> AsyncIterator[DockerRuntime]:
-    rt = DockerRuntime(docker_host, pause_image=PAUSE_IMAGE, sandbox_stop_timeout=2.0)
-    await rt.connect()
-    run = uuid.uuid4().hex
-    rt.test_run = run  # type: ignore[attr-defined]
-    try:
-        yield rt
-    finally:
-        for sandbox in await rt.list_pod_sandboxes({RUN_LABEL: run}):
-            await rt.remove_pod_sandbox(sandbox.id)
-        await rt.close()
+runtime = cri_runtime.runtime
 
 
 class Pod:
