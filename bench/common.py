@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tests.integration.agent_env import BUSYBOX, AgentProcess
+import aiodocker
+
+from tests.integration.agent_env import BUSYBOX, AgentProcess, stop_and_clean
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -113,11 +115,13 @@ async def running_agent() -> AsyncIterator[AgentProcess]:
         agent = AgentProcess(Path(tmp), docker_host())
         agent.extra = {"fileCheckFrequency": "20s"}
         agent.start()
+        docker = aiodocker.Docker(url=agent.docker_host)
         try:
             await agent.wait_up()
             yield agent
         finally:
-            agent.stop()
+            await stop_and_clean(agent, docker)
+            await docker.close()
 
 
 def free_port_in_netns() -> int:

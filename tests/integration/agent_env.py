@@ -237,12 +237,18 @@ async def agent(tmp_path: Path, docker: aiodocker.Docker) -> AsyncIterator[Agent
     try:
         yield a
     finally:
-        a.stop()
-        if a._log_fh is not None:
-            a._log_fh.close()
-        await _remove_pod_containers(docker, a.node)
-        # runc removes a deleted container's cgroups asynchronously; retry until the tree is gone
-        for _ in range(50):
-            if _remove_cgroups(a.cgroup_root):
-                break
-            await asyncio.sleep(0.1)
+        await stop_and_clean(a, docker)
+
+
+async def stop_and_clean(a: AgentProcess, docker: aiodocker.Docker) -> None:
+    """Stop the agent, then remove what it left on purpose (pods outlive the agent): its pods' containers
+    and its cgroup root."""
+    a.stop()
+    if a._log_fh is not None:
+        a._log_fh.close()
+    await _remove_pod_containers(docker, a.node)
+    # runc removes a deleted container's cgroups asynchronously; retry until the tree is gone
+    for _ in range(50):
+        if _remove_cgroups(a.cgroup_root):
+            break
+        await asyncio.sleep(0.1)
