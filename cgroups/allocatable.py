@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from fractions import Fraction
 
-from minikubelet.quantity import parse_quantity
+from minikubelet.base.quantity import parse_quantity
 
 # Hard eviction signals that reserve a node resource, and which resource.
 _EVICTION_SIGNAL_RESOURCE = {

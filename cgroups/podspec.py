@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
-from minikubelet.quantity import parse_quantity
+from minikubelet.base.quantity import parse_quantity
 
 Pod = Mapping[str, Any]
 Container = Mapping[str, Any]

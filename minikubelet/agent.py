@@ -13,7 +13,18 @@ from prometheus_client import CollectorRegistry
 
 from cri.runtime import Runtime
 from minikubelet import __version__
-from minikubelet.backoff import (
+from minikubelet.base.clock import Clock, RealClock
+from minikubelet.base.podview import Pod
+from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
+from minikubelet.config.kubelet_config import KubeletConfig
+from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
+from minikubelet.node.info import host_ip, node_name
+from minikubelet.pod.manager import PodManager
+from minikubelet.runtime.pleg import PLEG
+from minikubelet.server.app import KubeletServer
+from minikubelet.sources.file import StaticPodSource
+from minikubelet.worker.backoff import (
     CONTAINER_BACKOFF_INITIAL,
     CONTAINER_BACKOFF_MAX,
     IMAGE_BACKOFF_INITIAL,
@@ -21,19 +32,8 @@ from minikubelet.backoff import (
     Backoff,
     BackoffCheckpoint,
 )
-from minikubelet.clock import Clock, RealClock
-from minikubelet.config import KubeletConfig
-from minikubelet.events import EventRecorder
-from minikubelet.metrics import Metrics
-from minikubelet.node_info import host_ip, node_name
-from minikubelet.pleg import PLEG
-from minikubelet.pod_cgroups import PodCgroups, build_pod_cgroups
-from minikubelet.pod_manager import PodManager
-from minikubelet.pod_worker import CgroupSource, ProbeSource, WorkerContext
-from minikubelet.podspec import Pod
-from minikubelet.probe_source import ManagerProbeSource
-from minikubelet.server import KubeletServer
-from minikubelet.static_source import StaticPodSource
+from minikubelet.worker.probe_results import ManagerProbeSource
+from minikubelet.worker.workers import CgroupSource, ProbeSource, WorkerContext
 from probes.manager import ProbeManager
 
 log = logging.getLogger("minikubelet.agent")

@@ -7,8 +7,8 @@ import logging
 import sys
 
 from minikubelet import KUBERNETES_VERSION, __version__
-from minikubelet.cli_args import build_parser, flags_to_overrides
-from minikubelet.config import ConfigError, KubeletConfig, load_config
+from minikubelet.config.flags import build_parser, flags_to_overrides
+from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config
 from minikubelet.logs import setup_logging
 
 log = logging.getLogger("minikubelet")

@@ -6,9 +6,10 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from minikubelet import podspec
-from minikubelet.clock import Clock, rfc3339
-from minikubelet.podspec import Pod
+from minikubelet.base import podview
+from minikubelet.base.clock import Clock
+from minikubelet.base.kubetime import rfc3339
+from minikubelet.base.podview import Pod
 
 log = logging.getLogger("minikubelet.events")
 
@@ -33,7 +34,7 @@ ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
 
 
 def field_path(pod: Pod, container_name: str) -> str:
-    kind = podspec.container_kind(pod, container_name)
+    kind = podview.container_kind(pod, container_name)
     if kind in ("init", "sidecar"):
         return f"spec.initContainers{{{container_name}}}"
     if kind == "regular":
@@ -54,9 +55,9 @@ class EventRecorder:
     def pod_event(self, pod: Pod, etype: str, reason: str, message: str, container: str = "") -> None:
         obj: dict[str, Any] = {
             "kind": "Pod",
-            "namespace": podspec.namespace(pod),
-            "name": podspec.name(pod),
-            "uid": podspec.uid(pod),
+            "namespace": podview.namespace(pod),
+            "name": podview.name(pod),
+            "uid": podview.uid(pod),
             "apiVersion": "v1",
         }
         if container:

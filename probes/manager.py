@@ -11,7 +11,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from cri.runtime import RuntimeService
-from minikubelet.clock import Clock
+from minikubelet.base.clock import Clock
 from probes.metrics import ProbeIdentity, ProbeMetrics
 from probes.prober import run_probe
 from probes.result import ProbeKind, ProbeOutcome, Result

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from minikubelet.clock import Clock
+from minikubelet.base.clock import Clock
 from probes.result import ProbeKind, ProbeOutcome, Result
 from probes.results import ResultsCache
 

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from cri.docker import DockerRuntime
 from cri.types import LABEL_POD_UID, ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
-from minikubelet.clock import RealClock
+from minikubelet.base.clock import RealClock
 from probes.exec import probe_exec
 from probes.grpc import probe_grpc
 from probes.manager import ProbeManager

@@ -17,7 +17,7 @@ from cri.types import (
     PodSandboxStatus,
     SandboxState,
 )
-from minikubelet import podspec
+from minikubelet.base import podview
 
 _ids = itertools.count(1)
 T0 = 1_700_000_000.0
@@ -69,7 +69,7 @@ def exited(p: dict[str, Any], name: str, code: int, restarts: int = 0, finished_
 
 
 def _status(p: dict[str, Any], name: str, state: ContainerState, restarts: int, **kw: Any) -> ContainerStatus:
-    spec = podspec.find_container(p, name) or {"name": name}
+    spec = podview.find_container(p, name) or {"name": name}
     kw.setdefault("started_at", T0 + 5)
     return ContainerStatus(
         id=f"c{next(_ids)}",
@@ -80,6 +80,6 @@ def _status(p: dict[str, Any], name: str, state: ContainerState, restarts: int, 
         image_ref="docker://sha256:abc",
         created_at=T0 + restarts,
         labels={LABEL_CONTAINER_NAME: name, LABEL_POD_UID: "uid-1"},
-        annotations={ANNOTATION_RESTART_COUNT: str(restarts), ANNOTATION_HASH: podspec.container_hash(spec)},
+        annotations={ANNOTATION_RESTART_COUNT: str(restarts), ANNOTATION_HASH: podview.container_hash(spec)},
         **kw,
     )

@@ -5,7 +5,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from minikubelet.cli import main
-from minikubelet.server import KubeletServer
+from minikubelet.server.app import KubeletServer
 
 
 def test_version(capsys) -> None:

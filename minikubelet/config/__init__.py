@@ -1,0 +1,1 @@
+"""minikubelet.config.kubelet_config."""

@@ -1,0 +1,437 @@
+"""KubeletConfiguration (kubelet.config.k8s.io/v1beta1): defaults, file + flag loading, validation.
+
+Precedence is upstream's: built-in defaults, then the config file, then command-line flags.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import yaml
+
+from minikubelet.base.quantity import QuantityError, parse_quantity
+
+API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KIND = "KubeletConfiguration"
+
+DEFAULT_EVICTION_HARD: Mapping[str, str] = {
+    "memory.available": "100Mi",
+    "nodefs.available": "10%",
+    "nodefs.inodesFree": "5%",
+    "imagefs.available": "15%",
+}
+
+
+class ConfigError(ValueError):
+    """Invalid configuration; the message names the field (the CLI exits 2 on it)."""
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    static_pod_path: str = "/etc/kubernetes/manifests"
+    file_check_frequency: float = 20.0
+    http_check_frequency: float = 20.0
+    static_pod_url: str = ""
+    sync_frequency: float = 60.0
+    address: str = "127.0.0.1"
+    read_only_port: int = 10255
+    healthz_port: int = 10248
+    healthz_bind_address: str = "127.0.0.1"
+    container_runtime_endpoint: str = "unix:///var/run/docker.sock"
+    cgroup_driver: str = "cgroupfs"
+    max_pods: int = 110
+    pod_logs_dir: str = "/var/log/pods"
+    root_dir: str = "/var/lib/minikubelet"
+    pod_infra_container_image: str = "registry.k8s.io/pause:3.10"
+    hostname_override: str = ""
+    node_status_update_frequency: float = 10.0
+    cgroups_per_qos: bool = True
+    cgroup_root: str = "/"
+    enforce_node_allocatable: tuple[str, ...] = ("pods",)
+    kube_reserved: Mapping[str, str] = field(default_factory=dict)
+    system_reserved: Mapping[str, str] = field(default_factory=dict)
+    eviction_hard: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_EVICTION_HARD))
+    pod_pids_limit: int = -1
+    cpu_cfs_quota: bool = True
+    cpu_cfs_quota_period: float = 0.1
+    serialize_image_pulls: bool = True
+    runtime_request_timeout: float = 120.0
+    feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    kubeconfig: str = ""
+    verbosity: int = 0
+
+
+# ---------------------------------------------------------------- value parsers
+# Each parser takes the raw value and returns the typed value or raises ValueError with a
+# message that does not yet name the field (the caller prefixes it).
+
+_GO_DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Go durations are int64 nanoseconds (about 292 years).
+_MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+_INT32_MAX = 2**31 - 1
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go duration string (time.ParseDuration syntax) into seconds."""
+    s = text
+    sign = 1.0
+    if s[:1] in ("+", "-"):
+        sign = -1.0 if s[0] == "-" else 1.0
+        s = s[1:]
+    if s == "0":
+        return 0.0
+    if not s:
+        raise ValueError(f"invalid duration {text!r}")
+    total = 0.0
+    pos = 0
+    while pos < len(s):
+        m = _GO_DURATION_PART.match(s, pos)
+        if not m or m.group(1) in ("", "."):
+            raise ValueError(f"invalid duration {text!r}")
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if total > _MAX_DURATION_SECONDS:
+        raise ValueError(f"invalid duration {text!r}: out of range")
+    return sign * total
+
+
+def _duration(value: object) -> float:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a duration string such as \"20s\" or \"1m30s\", got {value!r}")
+    try:
+        return parse_duration(value)
+    except ValueError:
+        raise ValueError(f"must be a duration string such as \"20s\" or \"1m30s\", got {value!r}") from None
+
+
+def _positive_duration(value: object) -> float:
+    seconds = _duration(value)
+    if seconds <= 0:
+        raise ValueError(f"must be greater than 0, got {value!r}")
+    return seconds
+
+
+def _int_between(lo: int, hi: int) -> Callable[[object], int]:
+    def parse(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"must be an integer between {lo} and {hi}, got {value!r}")
+        return value
+
+    return parse
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, got {value!r}")
+    return value
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, got {value!r}")
+    return value
+
+
+def _absolute_path(value: object) -> str:
+    path = _string(value)
+    if not path.startswith("/") or "\x00" in path:
+        raise ValueError(f"must be an absolute path, got {value!r}")
+    return path
+
+
+def _optional_absolute_path(value: object) -> str:
+    return "" if value == "" else _absolute_path(value)
+
+
+def _ip(value: object) -> str:
+    text = _string(value)
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        raise ValueError(f"must be an IP address, got {value!r}") from None
+    return text
+
+
+def _static_pod_url(value: object) -> str:
+    url = _string(value)
+    if url and not re.match(r"^https?://[^\s/]+", url):
+        raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+    return url
+
+
+def _runtime_endpoint(value: object) -> str:
+    endpoint = _string(value)
+    if endpoint.startswith("/"):
+        # Upstream still accepts a bare socket path (deprecated) and means unix://.
+        endpoint = "unix://" + endpoint
+    if endpoint.startswith(("tcp://", "npipe://")):
+        scheme = endpoint.split("://", 1)[0]
+        raise ValueError(f"{scheme}:// endpoints are not supported on Linux, use unix:///path/to.sock, got {value!r}")
+    if not endpoint.startswith("unix:///") or len(endpoint) <= len("unix:///"):
+        raise ValueError(f"must be a unix:// endpoint with an absolute socket path, got {value!r}")
+    return endpoint
+
+
+def _one_of(*allowed: str) -> Callable[[object], str]:
+    def parse(value: object) -> str:
+        if value not in allowed:
+            choices = ", ".join(f'"{a}"' for a in allowed)
+            raise ValueError(f"supported values: {choices}, got {value!r}")
+        return str(value)
+
+    return parse
+
+
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _hostname(value: object) -> str:
+    # Like upstream nodeutil.GetHostname: trimmed and lower-cased.
+    name = _string(value).strip().lower()
+    if name and (len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name)):
+        raise ValueError(f"must be a valid DNS-1123 subdomain (the node name), got {value!r}")
+    return name
+
+
+_ALLOCATABLE_TARGETS = (
+    "pods",
+    "system-reserved",
+    "kube-reserved",
+    "system-reserved-compressible",
+    "kube-reserved-compressible",
+    "none",
+)
+
+
+def _enforce_node_allocatable(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of strings, got {value!r}")
+    for item in value:
+        if item not in _ALLOCATABLE_TARGETS:
+            choices = ", ".join(f'"{a}"' for a in _ALLOCATABLE_TARGETS)
+            raise ValueError(f"supported values: {choices}, got {item!r}")
+    if "none" in value and len(value) > 1:
+        raise ValueError("\"none\" cannot be combined with other values")
+    return tuple(value)
+
+
+_RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
+
+
+def _reserved(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of resource name to quantity, got {value!r}")
+    out: dict[str, str] = {}
+    for key, qty in value.items():
+        if key not in _RESERVABLE and not str(key).startswith("hugepages-"):
+            raise ValueError(f"unsupported resource {key!r}")
+        try:
+            if not isinstance(qty, str | int) or isinstance(qty, bool) or parse_quantity(qty) < 0:
+                raise QuantityError(str(qty))
+        except QuantityError:
+            raise ValueError(f"{key}: must be a non-negative quantity, got {qty!r}") from None
+        out[str(key)] = str(qty)
+    return out
+
+
+_EVICTION_SIGNALS = (
+    "memory.available",
+    "nodefs.available",
+    "nodefs.inodesFree",
+    "imagefs.available",
+    "imagefs.inodesFree",
+    "containerfs.available",
+    "containerfs.inodesFree",
+    "allocatableMemory.available",
+    "pid.available",
+)
+
+
+def _eviction(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of signal to threshold, got {value!r}")
+    out: dict[str, str] = {}
+    for signal, threshold in value.items():
+        if signal not in _EVICTION_SIGNALS:
+            raise ValueError(f"unsupported eviction signal {signal!r}")
+        if not isinstance(threshold, str):
+            raise ValueError(f"{signal}: threshold must be a string such as \"100Mi\" or \"10%\", got {threshold!r}")
+        if threshold.endswith("%"):
+            try:
+                pct = float(threshold[:-1])
+            except ValueError:
+                pct = -1.0
+            if not 0 <= pct <= 100:
+                raise ValueError(f"{signal}: percentage must be between 0% and 100%, got {threshold!r}")
+        else:
+            try:
+                if parse_quantity(threshold) < 0:
+                    raise QuantityError(threshold)
+            except QuantityError:
+                raise ValueError(f"{signal}: must be a non-negative quantity or a percentage, got {threshold!r}") from None
+        out[signal] = threshold
+    return out
+
+
+def _feature_gates(value: object) -> dict[str, bool]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, bool) for k, v in value.items()):
+        raise ValueError(f"must be a map of feature name to true/false, got {value!r}")
+    return dict(value)
+
+
+def _cfs_period(value: object) -> float:
+    seconds = _duration(value)
+    if not 0.001 <= seconds <= 1.0:
+        raise ValueError(f"must be between 1ms and 1s, inclusive, got {value!r}")
+    return seconds
+
+
+# ---------------------------------------------------------------- the field table
+
+
+@dataclass(frozen=True)
+class _Field:
+    attr: str
+    yaml_name: str | None  # None: flag only
+    flag: str | None  # None: file only
+    parse: Callable[[object], object]
+
+
+_FIELDS = (
+    _Field("static_pod_path", "staticPodPath", "--pod-manifest-path", _optional_absolute_path),
+    _Field("file_check_frequency", "fileCheckFrequency", "--file-check-frequency", _positive_duration),
+    _Field("http_check_frequency", "httpCheckFrequency", None, _positive_duration),
+    _Field("static_pod_url", "staticPodURL", None, _static_pod_url),
+    _Field("sync_frequency", "syncFrequency", "--sync-frequency", _positive_duration),
+    _Field("address", "address", "--address", _ip),
+    _Field("read_only_port", "readOnlyPort", "--read-only-port", _int_between(0, 65535)),
+    _Field("healthz_port", "healthzPort", "--healthz-port", _int_between(0, 65535)),
+    _Field("healthz_bind_address", "healthzBindAddress", None, _ip),
+    _Field("container_runtime_endpoint", "containerRuntimeEndpoint", "--container-runtime-endpoint", _runtime_endpoint),
+    _Field("cgroup_driver", "cgroupDriver", "--cgroup-driver", _one_of("cgroupfs", "systemd")),
+    _Field("max_pods", "maxPods", "--max-pods", _int_between(1, _INT32_MAX)),
+    _Field("pod_logs_dir", "podLogsDir", None, _absolute_path),
+    _Field("root_dir", "rootDir", "--root-dir", _absolute_path),
+    _Field("pod_infra_container_image", "podInfraContainerImage", "--pod-infra-container-image", _string),
+    _Field("hostname_override", "hostnameOverride", "--hostname-override", _hostname),
+    _Field("node_status_update_frequency", "nodeStatusUpdateFrequency", None, _positive_duration),
+    _Field("cgroups_per_qos", "cgroupsPerQOS", None, _bool),
+    _Field("cgroup_root", "cgroupRoot", None, _absolute_path),
+    _Field("enforce_node_allocatable", "enforceNodeAllocatable", None, _enforce_node_allocatable),
+    _Field("kube_reserved", "kubeReserved", None, _reserved),
+    _Field("system_reserved", "systemReserved", None, _reserved),
+    _Field("eviction_hard", "evictionHard", None, _eviction),
+    _Field("pod_pids_limit", "podPidsLimit", None, _int_between(-1, 2**63 - 1)),
+    _Field("cpu_cfs_quota", "cpuCFSQuota", None, _bool),
+    _Field("cpu_cfs_quota_period", "cpuCFSQuotaPeriod", None, _cfs_period),
+    _Field("serialize_image_pulls", "serializeImagePulls", None, _bool),
+    _Field("runtime_request_timeout", "runtimeRequestTimeout", None, _positive_duration),
+    _Field("feature_gates", "featureGates", None, _feature_gates),
+    _Field("kubeconfig", None, "--kubeconfig", _optional_absolute_path),
+    _Field("verbosity", None, "--v", _int_between(0, 10)),
+)
+_BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
+_BY_ATTR = {f.attr: f for f in _FIELDS}
+assert set(_BY_ATTR) == {f.name for f in fields(KubeletConfig)}
+
+# Upstream v1beta1 fields the agent accepts in a file but does not act on: warned, not rejected.
+_UPSTREAM_UNSUPPORTED = frozenset(
+    """enableServer podLogsDir staticPodURLHeader port volumePluginDir providerID tlsCertFile
+    tlsPrivateKeyFile tlsCipherSuites tlsMinVersion rotateCertificates serverTLSBootstrap authentication
+    authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy
+    preloadedImagesVerificationAllowlist eventRecordQPS eventBurst enableDebuggingHandlers
+    enableContentionProfiling oomScoreAdj clusterDomain clusterDNS streamingConnectionIdleTimeout
+    nodeStatusReportFrequency nodeLeaseDurationSeconds imageMinimumGCAge imageMaximumGCAge
+    imageGCHighThresholdPercent imageGCLowThresholdPercent volumeStatsAggPeriod kubeletCgroups
+    systemCgroups cpuManagerPolicy singleProcessOOMKill cpuManagerPolicyOptions cpuManagerReconcilePeriod
+    memoryManagerPolicy topologyManagerPolicy topologyManagerScope topologyManagerPolicyOptions qosReserved
+    hairpinMode podCIDR resolvConf runOnce nodeStatusMaxImages maxOpenFiles contentType kubeAPIQPS
+    kubeAPIBurst maxParallelImagePulls evictionSoft evictionSoftGracePeriod evictionPressureTransitionPeriod
+    evictionMaxPodGracePeriod evictionMinimumReclaim mergeDefaultEvictionSettings podsPerCore
+    enableControllerAttachDetach protectKernelDefaults makeIPTablesUtilChains iptablesMasqueradeBit
+    iptablesDropBit failSwapOn memorySwap containerLogMaxSize containerLogMaxFiles containerLogMaxWorkers
+    containerLogMonitorInterval configMapAndSecretChangeDetectionStrategy reservedSystemCPUs
+    showHiddenMetricsForVersion systemReservedCgroup kubeReservedCgroup allowedUnsafeSysctls
+    kernelMemcgNotification enableSystemLogHandler enableSystemLogQuery shutdownGracePeriod
+    shutdownGracePeriodCriticalPods shutdownGracePeriodByPodPriority crashLoopBackOff reservedMemory
+    enableProfilingHandler enableDebugFlagsHandler seccompDefault memoryThrottlingFactor registerWithTaints
+    registerNode tracing localStorageCapacityIsolation imageServiceEndpoint failCgroupV1 userNamespaces""".split()
+) - set(_BY_YAML)
+
+
+def _parse_field(f: _Field, value: object, label: str) -> object:
+    try:
+        return f.parse(value)
+    except ValueError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
+
+
+def parse_config_document(data: bytes, source: str) -> tuple[dict[str, object], list[str]]:
+    """Parse a KubeletConfiguration file's bytes into {attr: typed value} plus warnings."""
+    try:
+        doc = yaml.safe_load(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not valid UTF-8") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML/JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{source}: must hold a {KIND} object, got {type(doc).__name__}")
+    if doc.get("apiVersion") != API_VERSION:
+        raise ConfigError(f"apiVersion: must be {API_VERSION!r}, got {doc.get('apiVersion')!r} in {source}")
+    if doc.get("kind") != KIND:
+        raise ConfigError(f"kind: must be {KIND!r}, got {doc.get('kind')!r} in {source}")
+    values: dict[str, object] = {}
+    warnings: list[str] = []
+    for key, raw in doc.items():
+        if key in ("apiVersion", "kind"):
+            continue
+        if key == "logging":
+            if isinstance(raw, dict) and "verbosity" in raw:
+                values["verbosity"] = _parse_field(_BY_ATTR["verbosity"], raw["verbosity"], "logging.verbosity")
+            continue
+        f = _BY_YAML.get(key) if isinstance(key, str) else None
+        if f is None:
+            if key in _UPSTREAM_UNSUPPORTED:
+                warnings.append(f"field {key!r} in {source} is not supported by minikubelet and is ignored")
+            else:
+                warnings.append(f"unknown field {key!r} in {source}")
+            continue
+        values[f.attr] = _parse_field(f, raw, key)
+    return values, warnings
+
+
+def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletConfig, list[str]]:
+    """Defaults <- config file (if any) <- flags. `flags` maps KubeletConfig attribute names to values.
+
+    Raises ConfigError naming the field (or the flag) on wrong types or values.
+    """
+    values: dict[str, object] = {}
+    warnings: list[str] = []
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise ConfigError(f"--config: could not read {path}: {exc.strerror or exc}") from None
+        values, warnings = parse_config_document(data, path)
+    for attr, raw in flags.items():
+        f = _BY_ATTR.get(attr)
+        if f is None:
+            raise ConfigError(f"unknown setting {attr!r}")
+        if raw is None:
+            continue
+        label = f.flag or f.yaml_name or attr
+        values[attr] = _parse_field(f, raw, label)
+    config = replace(KubeletConfig(), **values)  # type: ignore[arg-type]
+    return config, warnings
+
+
+def config_fields() -> list[tuple[str, str | None, str | None, Any]]:
+    """(attribute, YAML name, flag, default) for every setting; used by docs and tests."""
+    defaults = KubeletConfig()
+    return [(f.attr, f.yaml_name, f.flag, getattr(defaults, f.attr)) for f in _FIELDS]

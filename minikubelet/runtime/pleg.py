@@ -1,0 +1,58 @@
+"""Pod lifecycle event generator: the runtime's event stream, with a periodic relist as safety net."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from cri.runtime import Runtime
+from minikubelet.base.clock import Clock
+from minikubelet.metrics import Metrics
+
+log = logging.getLogger("minikubelet.runtime.pleg")
+
+
+class PLEG:
+    def __init__(self, runtime: Runtime, clock: Clock, metrics: Metrics, wake: Callable[[str], None],
+                 relist_period: float = 1.0) -> None:
+        self._runtime = runtime
+        self._clock = clock
+        self._metrics = metrics
+        self._wake = wake
+        self.relist_period = relist_period
+        self._seen: dict[str, frozenset[tuple[str, str]]] = {}
+        self.last_relist = 0.0  # monotonic; 0 = never
+        self.runtime_uids: dict[str, dict[str, str]] = {}  # uid -> labels of one of its objects
+
+    async def relist(self) -> None:
+        t0 = time.monotonic()
+        current: dict[str, set[tuple[str, str]]] = {}
+        uids: dict[str, dict[str, str]] = {}
+        for obj in await self._runtime.list_summaries():
+            if not obj.pod_uid:
+                continue
+            current.setdefault(obj.pod_uid, set()).add((obj.id, obj.state))
+            if obj.is_sandbox or obj.pod_uid not in uids:
+                uids[obj.pod_uid] = dict(obj.labels)
+        frozen = {uid: frozenset(v) for uid, v in current.items()}
+        for uid in set(frozen) | set(self._seen):
+            if frozen.get(uid) != self._seen.get(uid):
+                self._wake(uid)
+        self._seen = frozen
+        self.runtime_uids = uids
+        self.last_relist = self._clock.monotonic()
+        self._metrics.pleg_relist_duration.observe(time.monotonic() - t0)
+
+    async def run_relist(self) -> None:
+        while True:
+            try:
+                await self.relist()
+            except Exception as e:  # the runtime being away must not kill the loop
+                log.warning("relist failed", extra={"kv": {"err": str(e)}})
+            await self._clock.sleep(self.relist_period)
+
+    async def run_events(self) -> None:
+        async for event in self._runtime.events():
+            if event.pod_uid:
+                self._wake(event.pod_uid)

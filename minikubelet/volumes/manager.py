@@ -1,0 +1,124 @@
+"""Pod volumes the agent can provide itself: emptyDir and hostPath (others come with the API source)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from typing import Any
+
+from cri.types import Mount
+from minikubelet.base import podview
+from minikubelet.base.podview import Container, Pod
+
+SUPPORTED = ("emptyDir", "hostPath")
+
+
+class VolumeError(Exception):
+    """A volume cannot be set up (reported as FailedMount / CreateContainerConfigError)."""
+
+
+def pod_dir(root_dir: str, uid: str) -> str:
+    return os.path.join(root_dir, "pods", uid)
+
+
+def empty_dir_path(root_dir: str, uid: str, name: str) -> str:
+    return os.path.join(pod_dir(root_dir, uid), "volumes", "kubernetes.io~empty-dir", name)
+
+
+def _volumes(pod: Pod) -> list[dict[str, Any]]:
+    vs = podview.spec(pod).get("volumes")
+    return [v for v in vs if isinstance(v, dict)] if isinstance(vs, list) else []
+
+
+def _check_host_path(path: str, htype: str) -> None:
+    exists = os.path.lexists(path)
+    if htype == "DirectoryOrCreate":
+        if not exists:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        elif not os.path.isdir(path):
+            raise VolumeError(f"hostPath type check failed: {path} is not a directory")
+    elif htype == "FileOrCreate":
+        if not exists:
+            os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
+            with open(path, "a"):
+                pass
+        elif not os.path.isfile(path):
+            raise VolumeError(f"hostPath type check failed: {path} is not a file")
+    elif htype:
+        modes = {"Directory": stat.S_ISDIR, "File": stat.S_ISREG, "Socket": stat.S_ISSOCK,
+                 "CharDevice": stat.S_ISCHR, "BlockDevice": stat.S_ISBLK}
+        check = modes.get(htype)
+        if check is None:
+            raise VolumeError(f"hostPath type {htype!r} is not supported")
+        if not exists or not check(os.stat(path).st_mode):
+            raise VolumeError(f"hostPath type check failed: {path} is not a {htype}")
+
+
+def setup_volumes(pod: Pod, root_dir: str) -> dict[str, str]:
+    """Create the pod's volumes on the host; returns volume name -> host path."""
+    uid = podview.uid(pod)
+    paths: dict[str, str] = {}
+    for v in _volumes(pod):
+        vname = str(v.get("name"))
+        if isinstance(v.get("emptyDir"), dict):
+            medium = v["emptyDir"].get("medium", "")
+            if medium not in ("", None):
+                raise VolumeError(f"volume {vname!r}: emptyDir medium {medium!r} is not supported yet")
+            p = empty_dir_path(root_dir, uid, vname)
+            os.makedirs(p, mode=0o777, exist_ok=True)
+            os.chmod(p, 0o777)
+            paths[vname] = p
+        elif isinstance(v.get("hostPath"), dict):
+            hp = v["hostPath"]
+            path = hp.get("path")
+            if not isinstance(path, str) or not os.path.isabs(path):
+                raise VolumeError(f"volume {vname!r}: hostPath.path must be an absolute path")
+            _check_host_path(os.path.normpath(path), str(hp.get("type") or ""))
+            paths[vname] = os.path.normpath(path)
+        else:
+            kinds = [k for k in v if k != "name"]
+            raise VolumeError(f"volume {vname!r}: volume type {', '.join(kinds) or '(none)'} is not supported")
+    return paths
+
+
+def container_mounts(c: Container, volume_paths: dict[str, str]) -> list[Mount]:
+    """Bind mounts for a container's volumeMounts; subPath must stay inside its volume."""
+    mounts = []
+    for m in c.get("volumeMounts") or []:
+        if not isinstance(m, dict):
+            continue
+        vname = str(m.get("name"))
+        host = volume_paths.get(vname)
+        if host is None:
+            raise VolumeError(f"volumeMount {vname!r}: no volume of that name")
+        sub = m.get("subPath") or ""
+        if sub:
+            if not isinstance(sub, str) or os.path.isabs(sub) or ".." in sub.split("/"):
+                raise VolumeError(f"volumeMount {vname!r}: subPath {sub!r} must be a relative path without '..'")
+            target = os.path.join(host, sub)
+            real_base = os.path.realpath(host)
+            if not os.path.realpath(target).startswith(real_base + os.sep) and os.path.realpath(target) != real_base:
+                raise VolumeError(f"volumeMount {vname!r}: subPath {sub!r} escapes the volume")
+            if not os.path.lexists(target):
+                os.makedirs(target, mode=0o755, exist_ok=True)
+            host = target
+        propagation = {"HostToContainer": "rslave", "Bidirectional": "rshared"}.get(
+            str(m.get("mountPropagation") or ""), "private"
+        )
+        mounts.append(
+            Mount(container_path=str(m.get("mountPath")), host_path=host, readonly=bool(m.get("readOnly")),
+                  propagation=propagation)
+        )
+    return mounts
+
+
+def termination_log_path(root_dir: str, uid: str, container_name: str, restart_count: int) -> str:
+    return os.path.join(pod_dir(root_dir, uid), "containers", container_name, f"{restart_count}-termination-log")
+
+
+def teardown_pod_dir(root_dir: str, uid: str) -> None:
+    """Remove the pod's directory (emptyDirs, termination logs); hostPaths are never touched."""
+    d = pod_dir(root_dir, uid)
+    if os.path.isdir(d) and not os.path.islink(d):
+        shutil.rmtree(d, ignore_errors=True)
