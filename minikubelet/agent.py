@@ -20,10 +20,13 @@ from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.node.info import host_ip, node_name
+from minikubelet.pod.admission import MaxPodsAdmitHandler
 from minikubelet.pod.manager import PodManager
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
 from minikubelet.sources.file import StaticPodSource
+from minikubelet.sources.merge import PodConfig
+from minikubelet.status.manager import StatusManager
 from minikubelet.worker.backoff import (
     CONTAINER_BACKOFF_INITIAL,
     CONTAINER_BACKOFF_MAX,
@@ -32,8 +35,12 @@ from minikubelet.worker.backoff import (
     Backoff,
     BackoffCheckpoint,
 )
+from minikubelet.worker.containers import Containers
+from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.probe_results import ManagerProbeSource
-from minikubelet.worker.workers import CgroupSource, ProbeSource, WorkerContext
+from minikubelet.worker.sync import PodSyncer
+from minikubelet.worker.workers import PodWorker, PodWorkers
 from probes.manager import ProbeManager
 
 log = logging.getLogger("minikubelet.agent")
@@ -67,40 +74,48 @@ class Agent:
         self.probes = probes
         self.cgroups = cgroups
 
-        def make_ctx(publish: Any) -> WorkerContext:
-            return WorkerContext(
-                runtime=runtime, clock=self.clock, recorder=self.recorder, metrics=self.metrics,
-                container_backoff=self.container_backoff, image_backoff=self.image_backoff,
-                root_dir=config.root_dir, pod_logs_dir=config.pod_logs_dir, host_ip=self.host_ip,
-                publish=publish, probes=probes, cgroups=cgroups,
-                resync_period=config.sync_frequency,
-            )
+        self.statuses = StatusManager()
+        self.images = ImagePuller(runtime, self.image_backoff, self.recorder, self.metrics, self.clock)
+        self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
+                                     self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip)
+        self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
+                                self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 
-        self.manager = PodManager(make_ctx, max_pods=config.max_pods)
-        self.pleg = PLEG(runtime, self.clock, self.metrics, self.manager.wake)
+        def make_worker(pod: Pod, adopted: bool) -> PodWorker:
+            return PodWorker(pod, self.syncer, self.clock, self.metrics, config.sync_frequency, adopted=adopted)
+
+        self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
+        self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(config.max_pods)], self.clock,
+                                  self.recorder)
+        self.pod_config = PodConfig(self.manager.handle)
+        self.pleg = PLEG(runtime, self.clock, self.metrics, self.workers.wake)
         self.static = StaticPodSource(
             config.static_pod_path, self.node_name, self.clock, self.metrics, self._set_source_pods,
             check_frequency=config.file_check_frequency,
         )
-        self.server = KubeletServer(self.manager.pod_list, self.health, self.metrics.registry,
+        self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
                                     self.recorder.list, self.probe_registry)
         self._runtime_error: str | None = None
         self._stop = asyncio.Event()
 
     def _probe_changed(self, uid: str) -> None:
-        self.manager.wake(uid)
+        self.workers.wake(uid)
+
+    def _worker_finished(self, uid: str, pod: Pod) -> None:
+        self.manager.worker_finished(uid, pod)
 
     def _probe_event(self, pod: Mapping[str, Any], container: str, etype: str, reason: str, message: str) -> None:
         self.recorder.pod_event(dict(pod), etype, reason, message, container)
 
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
-        self.manager.set_source_pods(source, pods)
+        self.pod_config.set_source_pods(source, pods)
         self._update_gauges()
 
     def _update_gauges(self) -> None:
         running = 0
         containers = 0
-        for _pod, status in self.manager.statuses.values():
+        for entry in self.statuses.statuses():
+            status = entry.status
             if status.get("phase") == "Running":
                 running += 1
             containers += sum(1 for s in status.get("containerStatuses", []) if "running" in s.get("state", {}))
@@ -142,10 +157,10 @@ class Agent:
         os.makedirs(cfg.root_dir, exist_ok=True)
         self.checkpoint.restore()
         name, version = await self.runtime.version()
-        if self.manager.ctx.cgroups is None:
+        if self.containers.cgroups is None:
             self.cgroups = build_pod_cgroups(cfg, await _runtime_cgroup_driver(self.runtime),
                                              lambda: list(self.manager.desired.values()))
-            self.manager.ctx.cgroups = self.cgroups
+            self.containers.cgroups = self.cgroups
         log.info("starting minikubelet", extra={"kv": {
             "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{name} {version}",
             "staticPodPath": cfg.static_pod_path}})
@@ -177,7 +192,7 @@ class Agent:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
-            await self.manager.shutdown()
+            await self.workers.shutdown()
             try:
                 self.checkpoint.save()
             except OSError:

@@ -1,118 +1,109 @@
-"""Desired pods from every source, one worker per pod, and the statuses they publish."""
+"""The pod manager: the pods the node should run (from the source merge), admission, static-pod
+replacement, and the runtime's orphans. It drives the pod workers; statuses go to the status manager."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from cri.types import ANNOTATION_GRACE_PERIOD, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID
 from minikubelet.base import podview
+from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
-from minikubelet.worker.workers import PodWorker, WorkerContext
+from minikubelet.events import EventRecorder
+from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
+from minikubelet.sources.merge import PodOp, PodUpdate
+from minikubelet.status.manager import StatusManager
+from minikubelet.worker.workers import PodWorkers
 
 log = logging.getLogger("minikubelet.pod.manager")
 
 
 class PodManager:
-    def __init__(self, make_ctx: Callable[[Callable[[Pod, dict[str, Any] | None], None]], WorkerContext],
-                 max_pods: int = 110) -> None:
-        self.ctx = make_ctx(self._publish)
-        self.max_pods = max_pods
-        self.workers: dict[str, PodWorker] = {}
+    def __init__(self, workers: PodWorkers, statuses: StatusManager, admit_handlers: Sequence[PodAdmitHandler],
+                 clock: Clock, recorder: EventRecorder) -> None:
+        self.workers = workers
+        self.statuses = statuses
+        self.admit_handlers = list(admit_handlers)
+        self._clock = clock
+        self._recorder = recorder
         self.desired: dict[str, Pod] = {}  # uid -> pod, over all sources
-        self._by_source: dict[str, dict[str, Pod]] = {}
         self._waiting: dict[str, Pod] = {}  # uid -> pod blocked behind an older pod of the same full name
-        self.statuses: dict[str, tuple[Pod, dict[str, Any]]] = {}
-        self._rejected: dict[str, tuple[Pod, dict[str, Any]]] = {}
-        self.sources_ready: set[str] = set()
-        self._closing = False
+        self._rejected: set[str] = set()
 
-    # --- sources --------------------------------------------------------------------------
-    def set_source_pods(self, source: str, pods: list[Pod]) -> None:
-        """A full snapshot of one source's pods (the kubelet's SET operation)."""
-        self._by_source[source] = {podview.uid(p): p for p in pods}
-        self.sources_ready.add(source)
-        desired: dict[str, Pod] = {}
-        for src in sorted(self._by_source):
-            for uid, p in self._by_source[src].items():
-                desired.setdefault(uid, p)
-        removed = [uid for uid in self.desired if uid not in desired]
-        self.desired = desired
-        for uid in removed:
-            self._waiting.pop(uid, None)
-            self._rejected.pop(uid, None)
-            w = self.workers.get(uid)
-            if w is not None and not w.terminating:
-                log.info("pod removed from source", extra={"kv": {"pod": podview.format_pod(w.pod)}})
-                w.terminate()
-        for uid, p in desired.items():
-            w = self.workers.get(uid)
-            if w is not None:
-                if w.pod != p and not w.terminating:
-                    w.update(p)
-            else:
+    # --- updates from the source merge ----------------------------------------------------
+    def handle(self, update: PodUpdate) -> None:
+        if update.op is PodOp.REMOVE:
+            for p in update.pods:
+                self._remove(p)
+        elif update.op is PodOp.ADD:
+            for p in update.pods:
+                self.desired[podview.uid(p)] = p
                 self._admit(p)
+        else:
+            for p in update.pods:
+                uid = podview.uid(p)
+                self.desired[uid] = p
+                if uid in self._waiting:
+                    self._waiting[uid] = p
+                elif uid in self.workers:
+                    self.workers.update_pod(p)
 
-    def _active_count(self) -> int:
-        return sum(1 for w in self.workers.values() if not w.terminating)
+    def _remove(self, pod: Pod) -> None:
+        uid = podview.uid(pod)
+        self.desired.pop(uid, None)
+        self._waiting.pop(uid, None)
+        if uid in self._rejected:
+            self._rejected.discard(uid)
+            self.statuses.remove_pod(uid)
+            return
+        w = self.workers.get(uid)
+        if w is None:
+            self.statuses.remove_pod(uid)
+            return
+        if not w.removed:
+            log.info("pod removed from source", extra={"kv": {"pod": podview.format_pod(w.pod)}})
+            self.workers.remove_pod(uid)
 
     def _admit(self, pod: Pod) -> None:
         uid = podview.uid(pod)
-        if uid in self._rejected:
+        if uid in self._rejected or uid in self.workers:
             return
-        blocker = next(
-            (w for w in self.workers.values() if podview.full_name(w.pod) == podview.full_name(pod)), None
-        )
+        full = podview.full_name(pod)
+        blocker = next((p for p in self.workers.pods() if podview.full_name(p) == full), None)
         if blocker is not None:
             # Like the kubelet, a new version of a static pod waits until the old one has stopped.
             self._waiting[uid] = pod
-            if not blocker.terminating:
-                blocker.terminate()
+            self.statuses.set_pod_status(pod, {"phase": "Pending"})
+            blocker_uid = podview.uid(blocker)
+            if blocker_uid not in self.desired:
+                self.workers.remove_pod(blocker_uid)
             return
-        if self._active_count() >= self.max_pods:
-            self._reject(pod, "OutOfpods",
-                         f"Node didn't have enough resource: pods, requested: 1, used: {self._active_count()}, "
-                         f"capacity: {self.max_pods}")
+        result = can_admit_pod(self.admit_handlers, pod, self.workers.active_pods())
+        if not result.admit:
+            self._reject(pod, result.reason, result.message)
             return
-        self._start_worker(pod)
+        self.workers.update_pod(pod)
 
     def _reject(self, pod: Pod, reason: str, message: str) -> None:
-        status = {"phase": "Failed", "reason": reason, "message": message,
-                  "startTime": rfc3339(self.ctx.clock.now())}
-        self._rejected[podview.uid(pod)] = (pod, status)
-        self.ctx.recorder.pod_event(pod, "Warning", reason, message)
+        self._rejected.add(podview.uid(pod))
+        self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason, "message": message,
+                                           "startTime": rfc3339(self._clock.now())})
+        self._recorder.pod_event(pod, "Warning", reason, message)
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})
 
-    def _start_worker(self, pod: Pod, adopted: bool = False) -> PodWorker:
-        w = PodWorker(self.ctx, pod, adopted=adopted)
-        uid = podview.uid(pod)
-        self.workers[uid] = w
-
-        def done(_t: asyncio.Task[None]) -> None:
-            self._worker_done(uid)
-
-        w.start().add_done_callback(done)
-        return w
-
-    def _worker_done(self, uid: str) -> None:
-        w = self.workers.pop(uid, None)
-        if w is None:
-            return
-        full = podview.full_name(w.pod)
+    def worker_finished(self, uid: str, pod: Pod) -> None:
+        """Called by the pod workers when a removed pod's worker has cleaned up: admit who waited for it."""
+        full = podview.full_name(pod)
         for wuid, p in list(self._waiting.items()):
             if podview.full_name(p) == full and wuid in self.desired:
                 del self._waiting[wuid]
                 self._admit(p)
                 break
-        if not self._closing and uid in self.desired and uid not in self.workers:
-            # The worker ended without being asked to (a crash): run the pod again.
-            self._start_worker(self.desired[uid], adopted=True)
 
     # --- runtime adoption -----------------------------------------------------------------
-    def adopt_orphans(self, runtime_uids: dict[str, dict[str, str]]) -> None:
+    def adopt_orphans(self, runtime_uids: Mapping[str, Mapping[str, str]]) -> None:
         """Stop pods the runtime runs that no source wants (removed while the agent was down)."""
         for uid, labels in runtime_uids.items():
             if uid in self.desired or uid in self.workers:
@@ -127,45 +118,5 @@ class PodManager:
                 "spec": {"containers": [], "terminationGracePeriodSeconds": grace},
             }
             log.info("stopping orphaned pod", extra={"kv": {"pod": podview.format_pod(pod)}})
-            w = self._start_worker(pod, adopted=True)
-            w.terminate()
-
-    def wake(self, uid: str) -> None:
-        w = self.workers.get(uid)
-        if w is not None:
-            w.wake()
-
-    def wake_all(self) -> None:
-        for w in self.workers.values():
-            w.wake()
-
-    # --- status ---------------------------------------------------------------------------
-    def _publish(self, pod: Pod, status: dict[str, Any] | None) -> None:
-        uid = podview.uid(pod)
-        if status is None:
-            self.statuses.pop(uid, None)
-        else:
-            self.statuses[uid] = (pod, status)
-
-    def pod_list(self) -> list[dict[str, Any]]:
-        out = []
-        for pod, status in list(self.statuses.values()) + list(self._rejected.values()):
-            item = {k: v for k, v in pod.items() if k != "status"}
-            item.setdefault("apiVersion", "v1")
-            item.setdefault("kind", "Pod")
-            item["status"] = status
-            out.append(item)
-        for uid, pod in self._waiting.items():
-            if uid not in self.statuses:
-                item = {k: v for k, v in pod.items() if k != "status"}
-                item["status"] = {"phase": "Pending"}
-                out.append(item)
-        return sorted(out, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"].get("name", "")))
-
-    async def shutdown(self) -> None:
-        """Stop the workers without stopping any pod: the pods outlive the agent."""
-        self._closing = True
-        tasks = [w.task for w in self.workers.values() if w.task is not None]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            self.workers.update_pod(pod, adopted=True)
+            self.workers.remove_pod(uid)

@@ -1,34 +1,42 @@
+from __future__ import annotations
+
 from typing import Any, cast
 
+from cri.types import ContainerState
 from minikubelet.base.clock import FakeClock
-from minikubelet.worker.workers import PodWorker, WorkerContext
-
-
-class _Ctx:
-    clock = FakeClock()
+from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
+from minikubelet.runtime.state import PodRuntimeState
+from minikubelet.status.manager import StatusManager
+from minikubelet.worker.containers import Containers
+from minikubelet.worker.lifecycle import KillPodOptions
+from minikubelet.worker.sync import PodSyncer
+from minikubelet.worker.workers import PodWorker
+from tests.unit.factories import pod as make_pod
+from tests.unit.factories import running
 
 
 def worker(grace: int) -> PodWorker:
     pod: dict[str, Any] = {"metadata": {"name": "p", "uid": "u"},
                            "spec": {"containers": [], "terminationGracePeriodSeconds": grace}}
-    return PodWorker(cast(WorkerContext, _Ctx()), pod)
+    return PodWorker(pod, cast(PodSyncer, None), FakeClock(), Metrics())
 
 
 def test_shorter_grace_given_while_terminating_wins() -> None:
     w = worker(30)
-    w.terminate()
-    assert w._terminate_grace == 30
-    w.terminate(5)
-    assert w._terminate_grace == 5
-    w.terminate(20)  # a longer grace later does not extend the deadline
-    assert w._terminate_grace == 5
+    w.kill()
+    assert w._grace == 30 and w.terminating
+    w.kill(KillPodOptions(grace_override=5))
+    assert w._grace == 5
+    w.kill(KillPodOptions(grace_override=20))  # a longer grace later does not extend the deadline
+    assert w._grace == 5
 
 
 def test_deletion_grace_overrides_spec() -> None:
     w = worker(30)
     w.pod["metadata"]["deletionGracePeriodSeconds"] = 3
-    w.terminate()
-    assert w._terminate_grace == 3 and w.terminating
+    w.remove()
+    assert w._grace == 3 and w.terminating and w.removed
 
 
 class _StuckRuntime:
@@ -45,25 +53,17 @@ class _StuckRuntime:
 
 
 async def test_exceeded_grace_period_event() -> None:
-    from cri.types import ContainerState
-    from minikubelet.events import EventRecorder
-    from minikubelet.metrics import Metrics
-    from minikubelet.runtime.state import PodRuntimeState
-    from tests.unit.factories import pod as make_pod
-    from tests.unit.factories import running
-
     clock = FakeClock()
     recorder = EventRecorder(clock, "n")
-    ctx = WorkerContext(
-        runtime=cast(Any, _StuckRuntime(clock)), clock=clock, recorder=recorder, metrics=Metrics(),
-        container_backoff=cast(Any, None), image_backoff=cast(Any, None), root_dir="/nonexistent",
-        pod_logs_dir="/nonexistent", host_ip="", publish=lambda _p, _s: None,
-    )
+    runtime = cast(Any, _StuckRuntime(clock))
+    containers = Containers(runtime, clock, recorder, Metrics(), cast(Any, None), cast(Any, None), None,
+                            "/nonexistent", "/nonexistent", "")
+    syncer = PodSyncer(runtime, clock, recorder, Metrics(), containers, cast(Any, None), cast(Any, None),
+                       StatusManager(), None, "/nonexistent", "")
     p = make_pod()
-    w = PodWorker(ctx, p)
     app = running(p, "app")
     assert app.state is ContainerState.RUNNING
-    await w.kill_pod(PodRuntimeState("uid-1", [], [app]), grace=5)
+    await syncer.kill_pod(p, PodRuntimeState("uid-1", [], [app]), grace=5)
     reasons = [(e["type"], e["reason"], e["message"]) for e in recorder.list()]
     assert ("Normal", "Killing", "Stopping container app") in reasons
     assert ("Warning", "ExceededGracePeriod",

@@ -1,0 +1,51 @@
+"""Pod admission (upstream pkg/kubelet/lifecycle): each handler may refuse a pod with a reason and a message.
+
+Pure: handlers see the pod and the pods already admitted, never the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from minikubelet.base.podview import Pod
+
+
+@dataclass(frozen=True)
+class PodAdmitResult:
+    admit: bool
+    reason: str = ""
+    message: str = ""
+
+
+ADMIT = PodAdmitResult(True)
+
+
+class PodAdmitHandler(Protocol):
+    def admit(self, pod: Pod, admitted: Sequence[Pod]) -> PodAdmitResult: ...
+
+
+class MaxPodsAdmitHandler:
+    """The `pods` resource of the node: at most maxPods active pods."""
+
+    def __init__(self, max_pods: int) -> None:
+        self.max_pods = max_pods
+
+    def admit(self, pod: Pod, admitted: Sequence[Pod]) -> PodAdmitResult:
+        used = len(admitted)
+        if used < self.max_pods:
+            return ADMIT
+        return PodAdmitResult(
+            False, "OutOfpods",
+            f"Node didn't have enough resource: pods, requested: 1, used: {used}, capacity: {self.max_pods}",
+        )
+
+
+def can_admit_pod(handlers: Sequence[PodAdmitHandler], pod: Pod, admitted: Sequence[Pod]) -> PodAdmitResult:
+    """The first refusal wins, as the kubelet's canAdmitPod."""
+    for h in handlers:
+        result = h.admit(pod, admitted)
+        if not result.admit:
+            return result
+    return ADMIT

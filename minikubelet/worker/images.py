@@ -1,0 +1,86 @@
+"""Image pulls for a container, by its pull policy, with the image backoff (upstream images.imageManager)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from cri.errors import ImagePullError
+from cri.runtime import ImageService
+from minikubelet import events as ev
+from minikubelet.base.clock import Clock
+from minikubelet.base.podview import Container, Pod
+from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
+from minikubelet.worker.backoff import Backoff
+from minikubelet.worker.pod_state import ImageFailure, PodSyncState
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    ok: bool
+    stop_signal: str = ""  # the image's STOPSIGNAL, when it has one
+    failure: tuple[str, str] | None = None  # (reason, message) of a failed pull, recorded as a start failure
+
+
+class ImagePuller:
+    def __init__(self, images: ImageService, backoff: Backoff, recorder: EventRecorder, metrics: Metrics,
+                 clock: Clock) -> None:
+        self._images = images
+        self._backoff = backoff
+        self._recorder = recorder
+        self._metrics = metrics
+        self._clock = clock
+
+    @staticmethod
+    def key(pod_uid: str, c: Container) -> str:
+        return f"{pod_uid}_{c.get('image')}"
+
+    async def ensure_image(self, pod: Pod, uid: str, c: Container, st: PodSyncState) -> ImageResult:
+        name = str(c.get("name"))
+        image = str(c.get("image"))
+        policy = str(c.get("imagePullPolicy") or "IfNotPresent")
+        present = await self._images.image_status(image)
+        if present is not None and policy != "Always":
+            self._recorder.pod_event(pod, "Normal", ev.PULLED, f'Container image "{image}" already present on machine',
+                                     name)
+            return ImageResult(True, present.stop_signal)
+        if policy == "Never":
+            msg = f'Container image "{image}" is not present with pull policy of Never'
+            st.reasons[name] = ("ErrImageNeverPull", msg)
+            self._recorder.pod_event(pod, "Warning", ev.ERR_IMAGE_NEVER_PULL, msg, name)
+            return ImageResult(False)
+        key = self.key(uid, c)
+        failure = st.image_errors.get(key)
+        if failure is not None and self._backoff.in_backoff_since(key, failure.at):
+            st.reasons[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}": ErrImagePull: {failure.message}')
+            self._recorder.pod_event(pod, "Normal", ev.BACKOFF, f'Back-off pulling image "{image}"', name)
+            return ImageResult(False)
+        self._recorder.pod_event(pod, "Normal", ev.PULLING, f'Pulling image "{image}"', name)
+        t0 = time.monotonic()
+        try:
+            await self._images.pull_image(image)
+        except ImagePullError as e:
+            now = self._clock.now()
+            self._backoff.next(key, now)
+            st.image_errors[key] = ImageFailure(str(e), now)
+            self._recorder.pod_event(pod, "Warning", ev.FAILED, f'Failed to pull image "{image}": {e}', name)
+            return ImageResult(False, failure=("ErrImagePull", str(e)))
+        took = time.monotonic() - t0
+        self._metrics.image_pull_duration.observe(took)
+        st.image_errors.pop(key, None)
+        info = await self._images.image_status(image)
+        size = f" Image size: {info.size} bytes." if info is not None and info.size else ""
+        self._recorder.pod_event(
+            pod, "Normal", ev.PULLED,
+            f'Successfully pulled image "{image}" in {took:.3f}s ({took:.3f}s including waiting).{size}', name,
+        )
+        return ImageResult(True, info.stop_signal if info is not None else "")
+
+    def backoff_remaining(self, uid: str, c: Container, st: PodSyncState) -> float:
+        key = self.key(uid, c)
+        failure = st.image_errors.get(key)
+        return self._backoff.remaining(key, failure.at) if failure is not None else 0.0
+
+    def forget_pod(self, uid: str) -> None:
+        self._backoff.forget_prefix(f"{uid}_")

@@ -1,0 +1,28 @@
+"""What a pod worker remembers about its pod between syncs. All of it can be lost: a restart of the agent
+re-derives it (waiting reasons come back with the next attempt; backoff history is checkpointed elsewhere)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ImageFailure:
+    message: str
+    at: float  # wall-clock time of the failed pull (the backoff's event time)
+
+
+@dataclass
+class PodSyncState:
+    first_seen: float
+    reasons: dict[str, tuple[str, str]] = field(default_factory=dict)  # container -> (waiting reason, message)
+    image_errors: dict[str, ImageFailure] = field(default_factory=dict)
+    volume_paths: dict[str, str] | None = None
+    log_fallbacks: dict[str, str] = field(default_factory=dict)  # container id -> log tail
+    start_recorded: bool = False
+    override: tuple[str, str, str] | None = None  # (phase, reason, message) set by the active deadline
+    wake_at: float | None = None  # monotonic time of the earliest wake-up a sync asked for
+
+    def wake_no_later_than(self, at: float) -> None:
+        if self.wake_at is None or at < self.wake_at:
+            self.wake_at = at

@@ -1,0 +1,335 @@
+"""One pass over one pod (upstream SyncPod, SyncTerminatingPod, SyncTerminatedPod): observe the runtime,
+plan, execute, and hand the status to the status manager."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from cri.errors import RuntimeError_
+from cri.runtime import Runtime
+from cri.types import LABEL_POD_UID, ContainerState
+from minikubelet import events as ev
+from minikubelet.base import podview
+from minikubelet.base.clock import Clock
+from minikubelet.base.podview import Pod
+from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
+from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
+from minikubelet.status.generate import StatusInputs, compute_status
+from minikubelet.status.manager import StatusManager
+from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path
+from minikubelet.worker.backoff import Backoff
+from minikubelet.worker.containers import Containers
+from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.images import ImagePuller
+from minikubelet.worker.lifecycle import KillPodOptions, PodStatusFn
+from minikubelet.worker.planner import (
+    REASON_LIVENESS,
+    REASON_STARTUP,
+    KillContainer,
+    PodActions,
+    ProbeView,
+    backoff_key,
+    compute_pod_actions,
+)
+from minikubelet.worker.pod_state import PodSyncState
+from minikubelet.worker.termination_order import TerminationOrdering
+
+log = logging.getLogger("minikubelet.worker.sync")
+
+EXCEEDED_GRACE_SLACK = 1.0
+MAX_TERMINATION_MESSAGE = 4096
+FALLBACK_LOG_LINES = 80
+FALLBACK_LOG_BYTES = 2048
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+
+
+class PodSyncer:
+    def __init__(self, runtime: Runtime, clock: Clock, recorder: EventRecorder, metrics: Metrics,
+                 containers: Containers, images: ImagePuller, container_backoff: Backoff, statuses: StatusManager,
+                 probes: ProbeSource | None, root_dir: str, host_ip: str) -> None:
+        self._runtime = runtime
+        self._clock = clock
+        self._recorder = recorder
+        self._metrics = metrics
+        self.containers = containers
+        self._images = images
+        self._backoff = container_backoff
+        self._statuses = statuses
+        self._probes = probes
+        self._root_dir = root_dir
+        self._host_ip = host_ip
+
+    @property
+    def cgroups(self) -> CgroupSource | None:
+        return self.containers.cgroups
+
+    async def observe(self, uid: str) -> PodRuntimeState:
+        sandboxes, containers = await asyncio.gather(
+            self._runtime.list_pod_sandboxes({LABEL_POD_UID: uid}), self._runtime.list_containers({LABEL_POD_UID: uid})
+        )
+        return PodRuntimeState(uid, list(sandboxes), list(containers))
+
+    def _probe_view(self, uid: str) -> tuple[ProbeView, dict[str, str]]:
+        if self._probes is None:
+            return ProbeView(), {}
+        startup, liveness, readiness = self._probes.results(uid)
+        return ProbeView(startup=startup, liveness=liveness), readiness
+
+    # --- SyncPod ----------------------------------------------------------------------------
+    async def sync_pod(self, pod: Pod, st: PodSyncState) -> KillPodOptions | None:
+        """Make the runtime match the spec. Returns how to terminate the pod once it must stop, else None."""
+        uid = podview.uid(pod)
+        state = await self.observe(uid)
+        reported = self._statuses.get_pod_status(uid)
+        if reported is not None and reported.get("phase") in ("Succeeded", "Failed"):
+            await self.publish(pod, state, st, terminal=False)
+            return KillPodOptions()
+        if self._deadline_exceeded(pod, st, reported):
+            # upstream's active-deadline handler overrides the phase before the conditions are generated
+            st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+            self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
+            return KillPodOptions()
+        probes, _ = self._probe_view(uid)
+        actions = compute_pod_actions(pod, state, probes)
+        if not actions.idle:
+            await self._execute(pod, actions, state, st)
+            state = await self.observe(uid)
+        status = await self.publish(pod, state, st, terminal=False)
+        self._after_sync(pod, state, st, status)
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return KillPodOptions()
+        return None
+
+    def _deadline_exceeded(self, pod: Pod, st: PodSyncState, reported: dict[str, Any] | None) -> bool:
+        ads = podview.spec(pod).get("activeDeadlineSeconds")
+        if not isinstance(ads, int) or isinstance(ads, bool) or ads <= 0 or reported is None:
+            return False
+        start = reported.get("startTime")
+        if not start:
+            return False
+        started = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        remaining = started + ads - self._clock.now()
+        if remaining > 0:
+            st.wake_no_later_than(self._clock.monotonic() + remaining)
+            return False
+        return True
+
+    def _after_sync(self, pod: Pod, state: PodRuntimeState, st: PodSyncState, status: dict[str, Any]) -> None:
+        # Wake when a crash-loop backoff or an image backoff expires.
+        uid = podview.uid(pod)
+        now = self._clock.monotonic()
+        for c in podview.init_containers(pod) + podview.app_containers(pod):
+            latest = state.latest(str(c.get("name")))
+            if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
+                rem = self._backoff.remaining(backoff_key(pod, c), latest.finished_at)
+                if rem > 0:
+                    st.wake_no_later_than(now + rem + 0.05)
+            rem = self._images.backoff_remaining(uid, c, st)
+            if rem > 0:
+                st.wake_no_later_than(now + rem + 0.05)
+
+    async def _execute(self, pod: Pod, actions: PodActions, state: PodRuntimeState, st: PodSyncState) -> None:
+        uid = podview.uid(pod)
+        if actions.kill_pod:
+            await self.kill_pod(pod, state, podview.grace_period(pod))
+            if actions.create_sandbox and state.sandboxes:
+                self._recorder.pod_event(pod, "Normal", ev.SANDBOX_CHANGED,
+                                         "Pod sandbox changed, it will be killed and re-created.")
+            state = await self.observe(uid)
+        else:
+            await self._kill_listed(pod, actions.containers_to_kill, state)
+        if actions.create_sandbox:
+            if not await self.containers.create_sandbox(pod, actions.attempt, st):
+                return
+            state = await self.observe(uid)
+        if state.sandbox is None:
+            return
+        reported = self._statuses.get_pod_status(uid)
+        for name in actions.init_to_start:
+            c = podview.find_container(pod, name)
+            if c is None:
+                continue
+            ok = await self.containers.start(pod, c, state, st, reported)
+            if not ok and not podview.is_sidecar(c):
+                return
+        for name in actions.containers_to_start:
+            c = podview.find_container(pod, name)
+            if c is not None:
+                await self.containers.start(pod, c, state, st, reported)
+
+    async def _kill_listed(self, pod: Pod, kills: dict[str, KillContainer], state: PodRuntimeState) -> None:
+        if not kills:
+            return
+        by_id = {c.id: c for c in state.containers}
+        pod_ip = self._pod_ip(pod)
+        await asyncio.gather(
+            *(
+                self.containers.kill(pod, by_id[k.container_id], _kill_grace(pod, k), pod_ip, k.message, reason=k.reason)
+                for k in kills.values()
+                if k.container_id in by_id
+            )
+        )
+
+    # --- status ---------------------------------------------------------------------------
+    async def publish(self, pod: Pod, state: PodRuntimeState, st: PodSyncState, terminal: bool,
+                      status_fn: PodStatusFn | None = None) -> dict[str, Any]:
+        uid = podview.uid(pod)
+        await self._fill_log_fallbacks(pod, state, st)
+        if self._probes is not None and state.sandbox is not None and not terminal:
+            running = {name_of(c): c for c in state.running()}
+            self._probes.update_pod(pod, state.sandbox.ip or self._host_ip, running)
+        probes, readiness = self._probe_view(uid)
+        cgroups = self.cgroups
+        status = compute_status(
+            StatusInputs(
+                pod=pod,
+                state=state,
+                now=self._clock.now(),
+                host_ip=self._host_ip,
+                qos_class=cgroups.qos_class(pod) if cgroups else "",
+                reasons=dict(st.reasons),
+                startup=probes.startup,
+                readiness=readiness,
+                termination_messages=self._termination_messages(uid, state, st),
+                old=self._statuses.get_pod_status(uid),
+                pod_is_terminal=terminal,
+                override=st.override,
+            )
+        )
+        if status_fn is not None:
+            status_fn(status)
+        self._statuses.set_pod_status(pod, status)
+        if not st.start_recorded and status.get("phase") == "Running":
+            st.start_recorded = True
+            if st.first_seen >= 0:
+                self._metrics.pod_start_duration.observe(self._clock.monotonic() - st.first_seen)
+        return status
+
+    def _termination_messages(self, uid: str, state: PodRuntimeState, st: PodSyncState) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for c in state.containers:
+            if c.state is not ContainerState.EXITED:
+                continue
+            path = termination_log_path(self._root_dir, uid, name_of(c), restart_count_of(c))
+            try:
+                with open(path, "rb") as f:
+                    data = f.read(MAX_TERMINATION_MESSAGE)
+            except OSError:
+                data = b""
+            msg = data.decode(errors="replace")
+            if msg:
+                out[c.id] = msg
+            elif c.id in st.log_fallbacks:
+                out[c.id] = st.log_fallbacks[c.id]
+        return out
+
+    async def _fill_log_fallbacks(self, pod: Pod, state: PodRuntimeState, st: PodSyncState) -> None:
+        """FallbackToLogsOnError: a failed container with an empty termination log reports its log tail."""
+        for status in state.containers:
+            if status.state is not ContainerState.EXITED or status.exit_code == 0 or status.id in st.log_fallbacks:
+                continue
+            c = podview.find_container(pod, name_of(status))
+            if c is None or c.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+                continue
+            try:
+                data = await self._runtime.container_logs(status.id, tail=FALLBACK_LOG_LINES)
+            except RuntimeError_:
+                continue
+            st.log_fallbacks[status.id] = data[-FALLBACK_LOG_BYTES:].decode(errors="replace")
+
+    def _pod_ip(self, pod: Pod) -> str:
+        reported = self._statuses.get_pod_status(podview.uid(pod))
+        if reported and reported.get("podIP"):
+            return str(reported["podIP"])
+        return self._host_ip
+
+    # --- termination ----------------------------------------------------------------------
+    async def kill_pod(self, pod: Pod, state: PodRuntimeState, grace: int) -> None:
+        """Stop every container (regular first, sidecars last in reverse order), then the sandbox."""
+        clock = self._clock
+        deadline = clock.monotonic() + grace
+        live = [c for c in state.containers if c.state in (ContainerState.RUNNING, ContainerState.CREATED)]
+        order = TerminationOrdering([str(c.get("name")) for c in podview.sidecars(pod)], (name_of(c) for c in live))
+        pod_ip = self._pod_ip(pod)
+
+        async def stop(c: Any) -> None:
+            name = name_of(c)
+            waits = bool(order.waits_for(name))
+            try:
+                await self.containers.kill(pod, c, grace, pod_ip, deadline=deadline,
+                                           wait_turn=(lambda: order.wait_for_turn(name)) if waits else None)
+            finally:
+                order.container_terminated(name)
+
+        if live:
+            await asyncio.gather(*(stop(c) for c in live))
+        if live and clock.monotonic() > deadline + 2 + EXCEEDED_GRACE_SLACK:
+            # SIGKILL is sent at the deadline (plus the 2 s minimum), so only a stuck runtime gets here.
+            self._recorder.pod_event(pod, "Warning", ev.EXCEEDED_GRACE_PERIOD,
+                                     "Container runtime did not kill the pod within specified grace period.")
+        for sb in state.sandboxes:
+            try:
+                await self._runtime.stop_pod_sandbox(sb.id)
+            except RuntimeError_ as e:
+                log.warning("stop sandbox failed", extra={"kv": {"sandbox": sb.id, "err": str(e)}})
+        if self._probes is not None:
+            self._probes.remove_pod(podview.uid(pod))
+
+    async def sync_terminating_pod(self, pod: Pod, st: PodSyncState, grace: int, status_fn: PodStatusFn | None) -> None:
+        """Kill everything the pod runs within `grace`, then write its final status."""
+        uid = podview.uid(pod)
+        log.info("terminating pod", extra={"kv": {"pod": podview.format_pod(pod), "grace": grace}})
+        if self._probes is not None:
+            self._probes.stop_liveness_and_startup(uid)
+        state = await self.observe(uid)
+        await self.kill_pod(pod, state, grace)
+        state = await self.observe(uid)
+        await self.publish(pod, state, st, terminal=True, status_fn=status_fn)
+
+    async def sync_terminated_pod(self, pod: Pod, st: PodSyncState, status_fn: PodStatusFn | None) -> None:
+        """A terminated pod that is still wanted: nothing may run again; keep its status current."""
+        uid = podview.uid(pod)
+        state = await self.observe(uid)
+        if state.running() or any(s.state.name == "READY" for s in state.sandboxes):
+            await self.kill_pod(pod, state, podview.grace_period(pod))
+            state = await self.observe(uid)
+        await self.publish(pod, state, st, terminal=True, status_fn=status_fn)
+
+    async def cleanup(self, pod: Pod) -> None:
+        """The pod is gone from every source: remove its containers, sandboxes, volumes, cgroup and backoff."""
+        uid = podview.uid(pod)
+        state = await self.observe(uid)
+        for c in state.containers:
+            await self._runtime.remove_container(c.id)
+        for sb in state.sandboxes:
+            await self._runtime.remove_pod_sandbox(sb.id)
+        teardown_pod_dir(self._root_dir, uid)
+        cgroups = self.cgroups
+        if cgroups is not None:
+            try:
+                cgroups.remove_pod(uid)
+            except Exception as e:  # a busy cgroup is retried by the orphan sweep
+                log.warning("pod cgroup removal failed", extra={"kv": {"uid": uid, "err": str(e)}})
+        self._backoff.forget_prefix(pod_backoff_prefix(pod))
+        self._images.forget_pod(uid)
+        self._statuses.remove_pod(uid)
+
+
+def pod_backoff_prefix(pod: Pod) -> str:
+    """The prefix every container backoff key of this pod starts with (see planner.backoff_key)."""
+    return f"{podview.name(pod)}_{podview.namespace(pod)}_{podview.uid(pod)}_"
+
+
+def _kill_grace(pod: Pod, k: KillContainer) -> int:
+    grace = podview.grace_period(pod)
+    if k.reason in (REASON_LIVENESS, REASON_STARTUP):
+        c = podview.find_container(pod, k.name)
+        p = podview.probe(c, "liveness" if k.reason == REASON_LIVENESS else "startup") if c else None
+        pg = p.get("terminationGracePeriodSeconds") if p else None
+        if isinstance(pg, int) and not isinstance(pg, bool) and pg >= 0:
+            grace = pg
+    return grace
