@@ -300,25 +300,27 @@ class _Field:
     yaml_name: str | None  # None: flag only
     flag: str | None  # None: file only
     parse: Callable[[object], object]
+    flag_help: str = ""
+    flag_type: type = str  # what argparse reads; parse() then validates it like a file value
 
 
 _FIELDS = (
-    _Field("static_pod_path", "staticPodPath", "--pod-manifest-path", _optional_absolute_path),
-    _Field("file_check_frequency", "fileCheckFrequency", "--file-check-frequency", _positive_duration),
+    _Field("static_pod_path", "staticPodPath", "--pod-manifest-path", _optional_absolute_path, "Directory of static pod manifests (staticPodPath)."),
+    _Field("file_check_frequency", "fileCheckFrequency", "--file-check-frequency", _positive_duration, "Re-list period of the static pod directory (e.g. 20s)."),
     _Field("http_check_frequency", "httpCheckFrequency", None, _positive_duration),
     _Field("static_pod_url", "staticPodURL", None, _static_pod_url),
-    _Field("sync_frequency", "syncFrequency", "--sync-frequency", _positive_duration),
-    _Field("address", "address", "--address", _ip),
-    _Field("read_only_port", "readOnlyPort", "--read-only-port", _int_between(0, 65535)),
-    _Field("healthz_port", "healthzPort", "--healthz-port", _int_between(0, 65535)),
+    _Field("sync_frequency", "syncFrequency", "--sync-frequency", _positive_duration, "Pod resync period (e.g. 1m)."),
+    _Field("address", "address", "--address", _ip, "IP address the read-only server binds to."),
+    _Field("read_only_port", "readOnlyPort", "--read-only-port", _int_between(0, 65535), "Port of the read-only HTTP server (0 disables it).", int),
+    _Field("healthz_port", "healthzPort", "--healthz-port", _int_between(0, 65535), "Port of the healthz endpoint (0 disables it).", int),
     _Field("healthz_bind_address", "healthzBindAddress", None, _ip),
-    _Field("container_runtime_endpoint", "containerRuntimeEndpoint", "--container-runtime-endpoint", _runtime_endpoint),
-    _Field("cgroup_driver", "cgroupDriver", "--cgroup-driver", _one_of("cgroupfs", "systemd")),
-    _Field("max_pods", "maxPods", "--max-pods", _int_between(1, _INT32_MAX)),
+    _Field("container_runtime_endpoint", "containerRuntimeEndpoint", "--container-runtime-endpoint", _runtime_endpoint, "Runtime socket, e.g. unix:///var/run/docker.sock."),
+    _Field("cgroup_driver", "cgroupDriver", "--cgroup-driver", _one_of("cgroupfs", "systemd"), "cgroupfs or systemd."),
+    _Field("max_pods", "maxPods", "--max-pods", _int_between(1, _INT32_MAX), "Maximum number of pods on this node.", int),
     _Field("pod_logs_dir", "podLogsDir", None, _absolute_path),
-    _Field("root_dir", "rootDir", "--root-dir", _absolute_path),
-    _Field("pod_infra_container_image", "podInfraContainerImage", "--pod-infra-container-image", _string),
-    _Field("hostname_override", "hostnameOverride", "--hostname-override", _hostname),
+    _Field("root_dir", "rootDir", "--root-dir", _absolute_path, "Directory for the agent's state (volumes, checkpoints)."),
+    _Field("pod_infra_container_image", "podInfraContainerImage", "--pod-infra-container-image", _string, "Image of the pod sandbox (pause) container."),
+    _Field("hostname_override", "hostnameOverride", "--hostname-override", _hostname, "Use this name as the node name instead of the hostname."),
     _Field("node_status_update_frequency", "nodeStatusUpdateFrequency", None, _positive_duration),
     _Field("cgroups_per_qos", "cgroupsPerQOS", None, _bool),
     _Field("cgroup_root", "cgroupRoot", None, _absolute_path),
@@ -332,8 +334,8 @@ _FIELDS = (
     _Field("serialize_image_pulls", "serializeImagePulls", None, _bool),
     _Field("runtime_request_timeout", "runtimeRequestTimeout", None, _positive_duration),
     _Field("feature_gates", "featureGates", None, _feature_gates),
-    _Field("kubeconfig", None, "--kubeconfig", _optional_absolute_path),
-    _Field("verbosity", None, "--v", _int_between(0, 10)),
+    _Field("kubeconfig", None, "--kubeconfig", _optional_absolute_path, "Kubeconfig for the API server; without it the agent runs standalone."),
+    _Field("verbosity", None, "--v", _int_between(0, 10), "Log verbosity (0-10).", int),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
@@ -429,6 +431,11 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
         values[attr] = _parse_field(f, raw, label)
     config = replace(KubeletConfig(), **values)  # type: ignore[arg-type]
     return config, warnings
+
+
+def flag_fields() -> list[tuple[str, str, type, str]]:
+    """(flag, attribute, argparse type, help) of every setting that has a command-line flag."""
+    return [(f.flag, f.attr, f.flag_type, f.flag_help) for f in _FIELDS if f.flag]
 
 
 def config_fields() -> list[tuple[str, str | None, str | None, Any]]:

@@ -20,6 +20,11 @@ IMAGE_BACKOFF_INITIAL = 10.0
 IMAGE_BACKOFF_MAX = 300.0
 
 
+def pod_key_prefix(name: str, namespace: str, uid: str) -> str:
+    """The start of every container backoff key of one pod (upstream getStableKey: pod name, namespace, uid)."""
+    return f"{name}_{namespace}_{uid}_"
+
+
 @dataclass
 class _Entry:
     delay: float

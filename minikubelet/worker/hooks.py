@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
 
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
+from probes.addresses import PortError, join_host_port, resolve_port
 
 
 class HookError(Exception):
     pass
-
-
-def _port(port: object, container: dict[str, Any]) -> int:
-    if isinstance(port, int) and not isinstance(port, bool):
-        return port
-    if isinstance(port, str):
-        if port.isdigit():
-            return int(port)
-        for p in container.get("ports") or []:
-            if isinstance(p, dict) and p.get("name") == port:
-                return int(p.get("containerPort", 0))
-    raise HookError(f"unable to resolve port {port!r}")
 
 
 async def run_hook(
@@ -54,7 +42,11 @@ async def run_hook(
         path = str(hg.get("path") or "/")
         if not path.startswith("/"):
             path = "/" + path
-        url = f"{scheme}://{host}:{_port(hg.get('port'), container)}{path}"
+        try:
+            port = resolve_port(hg.get("port"), container)
+        except PortError as e:
+            raise HookError(f"HTTP lifecycle hook ({path}) for Container failed - error: {e}") from e
+        url = f"{scheme}://{join_host_port(str(host), port)}{path}"
         headers = {str(h.get("name")): str(h.get("value")) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)}
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(timeout, 1.0))) as s:
@@ -72,12 +64,3 @@ async def run_hook(
         await clock.sleep(min(float(seconds), timeout))
         return
     raise HookError("lifecycle hook has no supported handler (exec, httpGet, sleep)")
-
-
-async def run_hook_with_deadline(coro: Any, seconds: float) -> bool:
-    """Await a hook for at most `seconds`; True when it finished in time."""
-    try:
-        await asyncio.wait_for(coro, timeout=max(seconds, 0.001))
-        return True
-    except TimeoutError:
-        return False

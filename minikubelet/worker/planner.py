@@ -14,7 +14,7 @@ from cri.types import ContainerState, ContainerStatus
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
 from minikubelet.runtime.state import PodRuntimeState, hash_of
-from minikubelet.worker.backoff import Backoff
+from minikubelet.worker.backoff import pod_key_prefix
 
 # Probe results as the planner sees them: container id -> "success" | "failure" | "unknown".
 ProbeResults = Mapping[str, str]
@@ -280,16 +280,5 @@ def _sidecar_running(
 
 def backoff_key(pod: Pod, c: podview.Container) -> str:
     """Upstream getStableKey: pod name, namespace, uid, container name and spec hash."""
-    pod_part = f"{podview.name(pod)}_{podview.namespace(pod)}_{podview.uid(pod)}"
-    return f"{pod_part}_{c.get('name')}_{podview.container_hash(c)}"
-
-
-def restart_allowed(backoff: Backoff, pod: Pod, c: podview.Container, latest: ContainerStatus | None) -> bool:
-    """Upstream doBackOff: False while the last exit is within the backoff window; else records it."""
-    if latest is None or latest.state is not ContainerState.EXITED or not latest.finished_at:
-        return True
-    key = backoff_key(pod, c)
-    if backoff.in_backoff_since(key, latest.finished_at):
-        return False
-    backoff.next(key, latest.finished_at)
-    return True
+    prefix = pod_key_prefix(podview.name(pod), podview.namespace(pod), podview.uid(pod))
+    return f"{prefix}{c.get('name')}_{podview.container_hash(c)}"

@@ -21,7 +21,7 @@ from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from minikubelet.status.generate import StatusInputs, compute_status
 from minikubelet.status.manager import StatusManager
 from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path
-from minikubelet.worker.backoff import Backoff
+from minikubelet.worker.backoff import Backoff, pod_key_prefix
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.images import ImagePuller
@@ -314,14 +314,9 @@ class PodSyncer:
                 cgroups.remove_pod(uid)
             except Exception as e:  # a busy cgroup is retried by the orphan sweep
                 log.warning("pod cgroup removal failed", extra={"kv": {"uid": uid, "err": str(e)}})
-        self._backoff.forget_prefix(pod_backoff_prefix(pod))
+        self._backoff.forget_prefix(pod_key_prefix(podview.name(pod), podview.namespace(pod), uid))
         self._images.forget_pod(uid)
         self._statuses.remove_pod(uid)
-
-
-def pod_backoff_prefix(pod: Pod) -> str:
-    """The prefix every container backoff key of this pod starts with (see planner.backoff_key)."""
-    return f"{podview.name(pod)}_{podview.namespace(pod)}_{podview.uid(pod)}_"
 
 
 def _kill_grace(pod: Pod, k: KillContainer) -> int:

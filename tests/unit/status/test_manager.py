@@ -1,0 +1,41 @@
+"""The status manager: one versioned status per pod, served as a PodList."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikubelet.status.manager import StatusManager
+
+
+def pod(name: str, uid: str, ns: str = "default") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": ns, "uid": uid}, "spec": {"containers": []},
+            "status": {"phase": "stale"}}
+
+
+def test_versions_grow_only_on_change_and_listeners_hear_each_change() -> None:
+    sm = StatusManager()
+    heard: list[tuple[str, str | None]] = []
+    sm.add_listener(lambda p, s: heard.append((p["metadata"]["uid"], s["phase"] if s else None)))
+    p = pod("a", "1")
+    sm.set_pod_status(p, {"phase": "Pending"})
+    v1 = sm.version
+    sm.set_pod_status(p, {"phase": "Pending"})
+    assert sm.version == v1
+    sm.set_pod_status(p, {"phase": "Running"})
+    assert sm.version == v1 + 1 and sm.get("1") is not None and sm.get("1").version == sm.version  # type: ignore[union-attr]
+    sm.remove_pod("1")
+    sm.remove_pod("1")
+    assert sm.get_pod_status("1") is None and sm.version == v1 + 2
+    assert heard == [("1", "Pending"), ("1", "Running"), ("1", None)]
+
+
+def test_pod_list_is_sorted_and_carries_the_managed_status() -> None:
+    sm = StatusManager()
+    sm.set_pod_status(pod("b", "2"), {"phase": "Running"})
+    sm.set_pod_status(pod("a", "1", "kube-system"), {"phase": "Failed"})
+    sm.set_pod_status(pod("a", "3"), {"phase": "Pending"})
+    items = sm.pod_list()
+    assert [(i["metadata"]["namespace"], i["metadata"]["name"]) for i in items] == [
+        ("default", "a"), ("default", "b"), ("kube-system", "a")]
+    assert [i["status"]["phase"] for i in items] == ["Pending", "Running", "Failed"]
+    assert all(i["apiVersion"] == "v1" and i["kind"] == "Pod" for i in items)
