@@ -16,14 +16,19 @@ from cri.types import (
     ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
+    RuntimeConfig,
+    RuntimeVersion,
 )
 
 
 class RuntimeService(Protocol):
     """Sandboxes, containers, exec and events (CRI RuntimeService)."""
 
-    async def version(self) -> tuple[str, str]:
-        """(runtime name, runtime version), e.g. ("docker", "20.10.24")."""
+    async def version(self) -> RuntimeVersion:
+        """Name, version and API version, e.g. docker 20.10.24 API 1.41 (CRI Version)."""
+
+    async def runtime_config(self) -> RuntimeConfig:
+        """How the runtime is configured, e.g. its cgroup driver (CRI RuntimeConfig)."""
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
         """Create and start the sandbox; idempotent on (pod uid, attempt). Returns its id."""
@@ -71,9 +76,6 @@ class RuntimeService(Protocol):
         """Container lifecycle events for this agent's containers, forever (reconnects inside)."""
 
     async def container_stats(self, container_id: str) -> ContainerStats: ...
-
-    async def read_file(self, container_id: str, path: str, limit: int) -> bytes | None:
-        """Read up to `limit` bytes of a file inside a (possibly exited) container; None if absent."""
 
     async def container_logs(self, container_id: str, tail: int | None = None) -> bytes:
         """The container's combined stdout/stderr."""

@@ -26,7 +26,6 @@ LABEL_POD_NAME = "io.kubernetes.pod.name"
 LABEL_POD_NAMESPACE = "io.kubernetes.pod.namespace"
 LABEL_POD_UID = "io.kubernetes.pod.uid"
 LABEL_CONTAINER_NAME = "io.kubernetes.container.name"
-LABEL_CONTAINER_TYPE = "io.kubernetes.docker.type"  # "podsandbox" | "container", as cri-dockerd
 # Annotations the kubelet keeps on containers (kuberuntime/labels.go); Docker stores them as labels.
 ANNOTATION_HASH = "io.kubernetes.container.hash"
 ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
@@ -34,6 +33,27 @@ ANNOTATION_TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessag
 ANNOTATION_TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy"
 ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod"
 ANNOTATION_CONTAINER_KIND = "minikubelet.io/container-kind"  # "init" | "sidecar" | "regular"
+
+
+@dataclass(frozen=True)
+class RuntimeVersion:
+    """CRI VersionResponse: what the runtime says it is."""
+
+    runtime_name: str  # "docker", "containerd", ...
+    runtime_version: str
+    runtime_api_version: str
+
+    @property
+    def container_id_scheme(self) -> str:
+        """The prefix of status containerID, as the kubelet builds it from the runtime name ("docker://")."""
+        return f"{self.runtime_name}://"
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """CRI RuntimeConfigResponse (its Linux part): how the runtime is set up."""
+
+    cgroup_driver: str  # "systemd" | "cgroupfs"
 
 
 @dataclass(frozen=True)

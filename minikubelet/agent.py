@@ -156,13 +156,13 @@ class Agent:
         cfg = self.config
         os.makedirs(cfg.root_dir, exist_ok=True)
         self.checkpoint.restore()
-        name, version = await self.runtime.version()
+        version = await self.runtime.version()
         if self.containers.cgroups is None:
-            self.cgroups = build_pod_cgroups(cfg, await _runtime_cgroup_driver(self.runtime),
+            self.cgroups = build_pod_cgroups(cfg, (await self.runtime.runtime_config()).cgroup_driver,
                                              lambda: list(self.manager.desired.values()))
             self.containers.cgroups = self.cgroups
         log.info("starting minikubelet", extra={"kv": {
-            "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{name} {version}",
+            "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{version.runtime_name} {version.runtime_version}",
             "staticPodPath": cfg.static_pod_path}})
         if cfg.read_only_port:
             await self.server.serve(cfg.address, cfg.read_only_port, self.server.app())
@@ -198,10 +198,3 @@ class Agent:
             except OSError:
                 pass
             await self.server.close()
-
-
-async def _runtime_cgroup_driver(runtime: Runtime) -> str:
-    probe = getattr(runtime, "cgroup_driver", None)
-    if probe is None:
-        return ""
-    return str(await probe())

@@ -10,6 +10,7 @@ from typing import Any
 from cri.docker.imageref import image_ref_for
 from cri.docker.naming import (
     CONTAINER_TYPE_SANDBOX,
+    LABEL_CONTAINER_TYPE,
     LABEL_LOG_PATH,
     LABEL_SANDBOX_ID,
     NameError_,
@@ -17,7 +18,6 @@ from cri.docker.naming import (
 )
 from cri.types import (
     LABEL_CONTAINER_NAME,
-    LABEL_CONTAINER_TYPE,
     LABEL_POD_NAME,
     LABEL_POD_NAMESPACE,
     LABEL_POD_UID,

@@ -15,8 +15,9 @@ from typing import Any
 
 from cri.docker.client import DockerClient
 from cri.docker.convert import EVENT_TYPES, container_event
+from cri.docker.naming import LABEL_CONTAINER_TYPE
 from cri.errors import RuntimeError_
-from cri.types import LABEL_CONTAINER_TYPE, ContainerEvent
+from cri.types import ContainerEvent
 
 log = logging.getLogger(__name__)
 

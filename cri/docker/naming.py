@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from cri.types import (
     LABEL_CONTAINER_NAME,
-    LABEL_CONTAINER_TYPE,
     LABEL_POD_NAME,
     LABEL_POD_NAMESPACE,
     LABEL_POD_UID,
@@ -27,6 +26,7 @@ SANDBOX_CONTAINER_NAME = "POD"
 NAME_DELIMITER = "_"
 ANNOTATION_PREFIX = "annotation."
 
+LABEL_CONTAINER_TYPE = "io.kubernetes.docker.type"  # "podsandbox" | "container", as cri-dockerd
 CONTAINER_TYPE_SANDBOX = "podsandbox"
 CONTAINER_TYPE_CONTAINER = "container"
 LABEL_SANDBOX_ID = "io.kubernetes.sandbox.id"

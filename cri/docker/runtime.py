@@ -18,6 +18,7 @@ from cri.docker.log_link import link_log, unlink_log
 from cri.docker.naming import (
     CONTAINER_TYPE_CONTAINER,
     CONTAINER_TYPE_SANDBOX,
+    LABEL_CONTAINER_TYPE,
     LABEL_LOG_PATH,
     LABEL_SANDBOX_ID,
     make_container_name,
@@ -31,7 +32,6 @@ from cri.errors import (
     StartContainerError,
 )
 from cri.types import (
-    LABEL_CONTAINER_TYPE,
     LABEL_POD_UID,
     AuthConfig,
     ContainerConfig,
@@ -43,6 +43,8 @@ from cri.types import (
     ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
+    RuntimeConfig,
+    RuntimeVersion,
 )
 
 log = logging.getLogger(__name__)
@@ -93,18 +95,17 @@ class DockerRuntime:
             await self._client_.close()
             self._client_ = None
 
-    async def version(self) -> tuple[str, str]:
+    async def version(self) -> RuntimeVersion:
         info = await self._client.get("version")
-        return "docker", str(info.get("Version", ""))
+        return RuntimeVersion("docker", str(info.get("Version", "")), str(info.get("ApiVersion", "")))
 
     async def info(self) -> dict[str, Any]:
         """Docker's `GET /info` (CgroupDriver, CgroupVersion, Driver, ...)."""
         result: dict[str, Any] = await self._client.get("info")
         return result
 
-    async def cgroup_driver(self) -> str:
-        """The daemon's cgroup driver: "cgroupfs" or "systemd"."""
-        return str((await self.info()).get("CgroupDriver", "cgroupfs"))
+    async def runtime_config(self) -> RuntimeConfig:
+        return RuntimeConfig(cgroup_driver=str((await self.info()).get("CgroupDriver", "cgroupfs")))
 
     # -- shared helpers -----------------------------------------------------------------------
 
@@ -335,6 +336,9 @@ class DockerRuntime:
         return convert.container_stats(container_id, stats)
 
     async def read_file(self, container_id: str, path: str, limit: int) -> bytes | None:
+        """Up to `limit` bytes of a file inside a (possibly exited) container; None if absent.
+
+        Docker only (CRI has no such call): a debugging aid, not part of the Runtime protocol."""
         await self._inspect(container_id)  # NotFoundError for the container, None for the path
         wanted = max(0, limit) + archive.TAR_HEADER_ALLOWANCE
         data = bytearray()

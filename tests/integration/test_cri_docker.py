@@ -376,9 +376,10 @@ async def test_images(runtime: DockerRuntime) -> None:
         await runtime.pull_image("127.0.0.1:1/nothing/here:1")
     assert "127.0.0.1:1" in str(info.value)
     assert (await runtime.info())["Driver"]
-    assert await runtime.cgroup_driver() in ("cgroupfs", "systemd")
-    name, version = await runtime.version()
-    assert name == "docker" and version
+    assert (await runtime.runtime_config()).cgroup_driver == (await runtime.info())["CgroupDriver"]
+    version = await runtime.version()
+    assert (version.runtime_name, version.container_id_scheme) == ("docker", "docker://")
+    assert version.runtime_version and version.runtime_api_version.startswith("1.")
     json.dumps(await runtime.info())  # plain JSON, safe to log
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cri.docker.naming import (
+    LABEL_CONTAINER_TYPE,
     LABEL_LOG_PATH,
     LABEL_SANDBOX_ID,
     NameError_,
@@ -19,7 +20,6 @@ from cri.docker.naming import (
 )
 from cri.types import (
     LABEL_CONTAINER_NAME,
-    LABEL_CONTAINER_TYPE,
     LABEL_POD_NAME,
     LABEL_POD_NAMESPACE,
     LABEL_POD_UID,

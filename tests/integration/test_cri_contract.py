@@ -1,0 +1,50 @@
+"""The runtime contract (tests/cri_contract.py) on DockerRuntime against the test engine, in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+import pytest
+
+from cri.docker import DockerRuntime
+from cri.types import ContainerConfig, ContainerMeta
+from tests import cri_contract
+from tests.images import BUSYBOX_IMAGE
+from tests.integration import cri_runtime
+from tests.integration.cri_runtime import RUN_LABEL
+
+pytestmark = pytest.mark.integration
+runtime = cri_runtime.runtime
+
+
+class DockerBackend:
+    def __init__(self, rt: DockerRuntime) -> None:
+        self.runtime = rt
+        self.run_labels = {RUN_LABEL: rt.test_run}  # type: ignore[attr-defined]
+
+    @staticmethod
+    def _config(name: str, script: str, overrides: dict[str, object]) -> ContainerConfig:
+        config = ContainerConfig(ContainerMeta(name), BUSYBOX_IMAGE, command=("sh", "-c", script))
+        return replace(config, **overrides)  # type: ignore[arg-type]
+
+    def sleeper(self, name: str, *, ignore_term: bool = False, **overrides: object) -> ContainerConfig:
+        trap = "trap '' TERM" if ignore_term else "trap 'exit 143' TERM"
+        return self._config(name, f"{trap}; while true; do sleep 0.1; done", overrides)
+
+    def exits(self, name: str, code: int, **overrides: object) -> ContainerConfig:
+        return self._config(name, f"exit {code}", overrides)
+
+    async def settle(self) -> None:
+        await asyncio.sleep(0.5)  # shells install their traps; the event stream is subscribed
+
+    async def stop_timed(self, container_id: str, timeout: float) -> float:
+        start = time.monotonic()
+        await self.runtime.stop_container(container_id, timeout)
+        return time.monotonic() - start
+
+
+@pytest.mark.parametrize("check", sorted(cri_contract.CHECKS))
+async def test_docker_runtime_contract(runtime: DockerRuntime, check: str) -> None:
+    await cri_contract.CHECKS[check](DockerBackend(runtime))
