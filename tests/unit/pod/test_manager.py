@@ -1,0 +1,71 @@
+"""The pod manager on the fake runtime: admission, static-pod replacement, orphans."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cri.fake import Program
+from minikubelet.base.podview import Pod
+from tests.unit.fake_node import FakeNode, make_pod
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
+    n = FakeNode(tmp_path, max_pods=2)
+    try:
+        yield n
+    finally:
+        await n.close()
+
+
+async def test_a_new_version_waits_until_the_old_one_has_stopped(node: FakeNode) -> None:
+    node.runtime.program("app", Program(ignore_stop_signal=True))
+    old = make_pod(uid="v1", terminationGracePeriodSeconds=5)
+    node.config.set_source_pods("file", [old])
+    await node.settle()
+    assert node.phase("v1") == "Running"
+    new = make_pod(uid="v2", terminationGracePeriodSeconds=5)
+    node.config.set_source_pods("file", [new])
+    await node.settle()
+    assert node.phase("v2") == "Pending" and "v2" not in node.workers  # waiting, nothing started
+    await node.advance(6)
+    assert node.finished == ["v1"] and node.statuses.get_pod_status("v1") is None
+    assert node.phase("v2") == "Running"
+    assert [p["metadata"]["uid"] for p in node.statuses.pod_list()] == ["v2"]
+
+
+async def test_max_pods_rejects_with_a_failed_status_and_an_event(node: FakeNode) -> None:
+    pods: list[Pod] = [make_pod(name=f"p{i}", uid=f"u{i}") for i in range(3)]
+    node.config.set_source_pods("file", pods)
+    await node.settle()
+    assert [node.phase(f"u{i}") for i in range(3)] == ["Running", "Running", "Failed"]
+    rejected = node.statuses.get_pod_status("u2")
+    assert rejected is not None and rejected["reason"] == "OutOfpods"
+    assert rejected["message"] == "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
+    assert ("OutOfpods", rejected["message"]) in node.events("u2")
+    assert not [c for c in node.runtime.statuses() if c.labels.get("io.kubernetes.pod.uid") == "u2"]
+    # an update does not re-admit a rejected pod; removing it forgets it
+    node.config.set_source_pods("file", pods[:2] + [dict(pods[2], metadata={**pods[2]["metadata"], "labels": {"a": "b"}})])
+    await node.settle()
+    assert node.phase("u2") == "Failed" and "u2" not in node.workers
+    node.config.set_source_pods("file", pods[:2])
+    await node.settle()
+    assert node.statuses.get_pod_status("u2") is None
+
+
+async def test_orphans_left_by_an_earlier_agent_are_stopped_and_removed(node: FakeNode, tmp_path: Path) -> None:
+    node.config.set_source_pods("file", [make_pod(uid="gone", terminationGracePeriodSeconds=3)])
+    await node.settle()
+    await node.close()  # the agent stops; its pods keep running
+    successor = FakeNode(tmp_path, runtime=node.runtime)  # a new agent on the same engine
+    try:
+        await successor.pleg.relist()
+        successor.config.set_source_pods("file", [])  # the manifest was removed while it was down
+        successor.manager.adopt_orphans(successor.pleg.runtime_uids)
+        await successor.settle()
+        assert node.runtime.statuses() == [] and successor.finished == ["gone"]
+    finally:
+        await successor.close()

@@ -1,0 +1,135 @@
+"""Pod workers through whole lifecycles on the fake runtime and the fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from cri.errors import RuntimeError_
+from cri.fake import Program
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, terminal_status_fn
+from tests.unit.fake_node import IMAGE, FakeNode, make_pod
+
+
+@pytest.fixture
+async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
+    n = FakeNode(tmp_path)
+    try:
+        yield n
+    finally:
+        await n.close()
+
+
+async def test_a_pod_runs_and_reports_running(node: FakeNode) -> None:
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    assert node.phase() == "Running"
+    app = node.container_state("app")
+    assert "running" in app["state"] and app["restartCount"] == 0
+    assert node.runtime.running() == [node.runtime.container_id("app")]
+    assert [r for r, _ in node.events()] == ["Pulled", "Created", "Started"]
+
+
+async def test_crash_loop_waits_out_the_backoff_on_the_clock(node: FakeNode) -> None:
+    node.runtime.program("app", Program(exit_on_start=1))
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    starts = lambda: sum(1 for c in node.runtime.calls if c.op == "start_container")  # noqa: E731
+    # upstream: the first restart comes at once, then 10 s, 20 s, ...
+    assert starts() == 2
+    assert node.container_state("app")["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    await node.advance(9)
+    assert starts() == 2
+    await node.advance(2)
+    assert starts() == 3
+    await node.advance(19)
+    assert starts() == 3
+    await node.advance(2)
+    assert starts() == 4
+    assert node.container_state("app")["restartCount"] == 3
+
+
+async def test_kill_with_a_status_function_terminates_with_that_status(node: FakeNode) -> None:
+    node.config.set_source_pods("file", [make_pod(terminationGracePeriodSeconds=30)])
+    await node.settle()
+    w = node.workers.get("uid-1")
+    assert w is not None
+    node.workers.update_pod(w.pod, kill=KillPodOptions(
+        grace_override=5, status_fn=terminal_status_fn("Failed", "Evicted", "The node was low on resource: memory.")))
+    await node.settle()
+    assert w.lifecycle is PodLifecycle.TERMINATED and not w.removed
+    stops = [c.args for c in node.runtime.calls if c.op == "stop_container"]
+    assert stops and stops[0][1] == 5  # the override's grace, not the spec's 30 s
+    status = node.statuses.get_pod_status("uid-1")
+    assert status is not None and (status["phase"], status["reason"]) == ("Failed", "Evicted")
+    # the terminated pod stays terminated: a resync starts nothing
+    await node.advance(30, step=5)
+    assert node.runtime.running() == [] and node.phase() == "Failed"
+
+
+async def test_removal_terminates_cleans_up_and_ends_the_worker(node: FakeNode, tmp_path: Path) -> None:
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    assert (tmp_path / "pods" / "uid-1").is_dir()
+    node.config.set_source_pods("file", [])
+    await node.settle()
+    assert node.finished == ["uid-1"] and "uid-1" not in node.workers
+    assert node.statuses.get_pod_status("uid-1") is None
+    assert node.runtime.statuses() == [] and not (tmp_path / "pods" / "uid-1").exists()
+    ops = node.runtime.ops()
+    assert ops.index("stop_container") < ops.index("stop_pod_sandbox") < ops.index("remove_container")
+
+
+async def test_sidecars_stop_after_regular_containers_in_reverse_order(node: FakeNode) -> None:
+    sidecar = {"name": "proxy", "image": IMAGE, "restartPolicy": "Always"}
+    logger = {"name": "logger", "image": IMAGE, "restartPolicy": "Always"}
+    node.runtime.program("app", Program(ignore_stop_signal=True))  # takes its whole grace period
+    node.config.set_source_pods("file", [make_pod(inits=[sidecar, logger], terminationGracePeriodSeconds=4)])
+    await node.settle()
+    assert node.phase() == "Running"
+    names = {node.runtime.container_id(n): n for n in ("app", "proxy", "logger")}
+    node.config.set_source_pods("file", [])
+    await node.settle()
+    stop_calls = lambda: [names[c.args[0]] for c in node.runtime.calls if c.op == "stop_container"]  # noqa: E731
+    assert stop_calls() == ["app"]  # the sidecars wait while the app takes its grace period
+    await node.advance(3)
+    assert stop_calls() == ["app"]
+    await node.advance(3)
+    assert stop_calls() == ["app", "logger", "proxy"]
+    assert node.finished == ["uid-1"]
+
+
+async def test_active_deadline_fails_the_pod_and_kills_it(node: FakeNode) -> None:
+    node.config.set_source_pods("file", [make_pod(activeDeadlineSeconds=5, restartPolicy="Never")])
+    await node.settle()
+    assert node.phase() == "Running"
+    await node.advance(6)
+    status = node.statuses.get_pod_status("uid-1")
+    assert status is not None and (status["phase"], status["reason"]) == ("Failed", "DeadlineExceeded")
+    assert ("DeadlineExceeded", "Pod was active on the node longer than the specified deadline") in node.events()
+    assert node.runtime.running() == []
+
+
+async def test_a_runtime_error_is_retried_after_ten_seconds(node: FakeNode) -> None:
+    node.runtime.fail("run_pod_sandbox", RuntimeError_("docker is restarting"))
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    assert node.runtime.running() == []
+    assert any(r == "FailedCreatePodSandBox" for r, _ in node.events())
+    await node.advance(11)
+    assert node.phase() == "Running"
+
+
+async def test_a_succeeded_pod_is_terminated_and_stays_so(node: FakeNode) -> None:
+    node.runtime.program("app", Program(exit_on_start=0))
+    node.config.set_source_pods("file", [make_pod(restartPolicy="OnFailure")])
+    await node.settle()
+    w = node.workers.get("uid-1")
+    assert w is not None and w.lifecycle is PodLifecycle.TERMINATED
+    assert node.phase() == "Succeeded"
+    sandbox_stops = [c for c in node.runtime.calls if c.op == "stop_pod_sandbox"]
+    assert sandbox_stops  # the sandbox of a finished pod is stopped
+    await node.advance(25, step=5)
+    assert sum(1 for c in node.runtime.calls if c.op == "start_container") == 1
