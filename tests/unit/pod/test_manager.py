@@ -48,7 +48,7 @@ async def test_max_pods_rejects_with_a_failed_status_and_an_event(node: FakeNode
     assert ("OutOfpods", rejected["message"]) in node.events("u2")
     assert not [c for c in node.runtime.statuses() if c.labels.get("io.kubernetes.pod.uid") == "u2"]
     # an update does not re-admit a rejected pod; removing it forgets it
-    node.config.set_source_pods("file", pods[:2] + [dict(pods[2], metadata={**pods[2]["metadata"], "labels": {"a": "b"}})])
+    node.config.set_source_pods("file", [*pods[:2], dict(pods[2], metadata={**pods[2]["metadata"], "labels": {"a": "b"}})])
     await node.settle()
     assert node.phase("u2") == "Failed" and "u2" not in node.workers
     node.config.set_source_pods("file", pods[:2])
