@@ -18,6 +18,7 @@ CONTAINER_BACKOFF_INITIAL = 10.0
 CONTAINER_BACKOFF_MAX = 300.0
 IMAGE_BACKOFF_INITIAL = 10.0
 IMAGE_BACKOFF_MAX = 300.0
+RESET_AFTER = 600.0  # seconds of run time that forgive a crash loop
 
 
 def pod_key_prefix(name: str, namespace: str, uid: str) -> str:
@@ -43,7 +44,8 @@ class Backoff:
         return e.delay if e else 0.0
 
     def _expired(self, event_time: float, e: _Entry) -> bool:
-        return event_time - e.last_update > 2 * self.maximum
+        # The kubelet's HasExpiredFunc: the container ran for more than 10 minutes since it was (re)started.
+        return event_time - e.last_update > RESET_AFTER
 
     def in_backoff_since(self, key: str, event_time: float) -> bool:
         e = self._entries.get(key)
@@ -59,12 +61,14 @@ class Backoff:
         return max(0.0, e.delay - (self._clock.now() - event_time))
 
     def next(self, key: str, event_time: float) -> None:
+        """Record a restart now of what stopped at `event_time` (upstream Backoff.Next: lastUpdate is now)."""
+        now = self._clock.now()
         e = self._entries.get(key)
         if e is None or self._expired(event_time, e):
-            self._entries[key] = _Entry(self.initial, event_time)
+            self._entries[key] = _Entry(self.initial, now)
         else:
             e.delay = min(e.delay * 2, self.maximum)
-            e.last_update = event_time
+            e.last_update = now
 
     def reset(self, key: str) -> None:
         self._entries.pop(key, None)

@@ -133,3 +133,33 @@ async def test_a_succeeded_pod_is_terminated_and_stays_so(node: FakeNode) -> Non
     assert sandbox_stops  # the sandbox of a finished pod is stopped
     await node.advance(25, step=5)
     assert sum(1 for c in node.runtime.calls if c.op == "start_container") == 1
+
+
+async def test_backoff_counts_run_time_from_the_restart_not_the_previous_exit(node: FakeNode) -> None:
+    """D8, upstream flowcontrol.Backoff.Next + the kubelet's HasExpiredFunc: `lastUpdate` is stamped at the
+    restart, so a 350 s run after seven instant crashes (back-off at its 300 s cap) keeps the cap."""
+    node.runtime.program("app", Program(exit_on_start=1))
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    starts = lambda: sum(1 for c in node.runtime.calls if c.op == "start_container")  # noqa: E731
+
+    async def until_starts(n: int) -> None:
+        for _ in range(400):
+            if starts() >= n:
+                return
+            await node.advance(2, step=2)
+
+    await until_starts(7)  # seven instant crashes: gaps 0, 10, 20, 40, 80, 160
+    assert starts() == 7
+    node.runtime.program("app", Program())  # the eighth attempt, after 300 s, runs...
+    await until_starts(8)
+    assert starts() == 8
+    await node.advance(350, step=5)  # ...for 350 s, then crashes again
+    node.runtime.exit_container(node.runtime.container_id("app"), 1)
+    node.runtime.program("app", Program(exit_on_start=1))
+    await node.settle()
+    assert starts() == 8
+    await node.advance(298, step=2)
+    assert starts() == 8  # still in the 300 s back-off
+    await node.advance(4, step=2)
+    assert starts() == 9
