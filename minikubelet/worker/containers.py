@@ -33,6 +33,7 @@ log = logging.getLogger("minikubelet.worker.containers")
 
 MIN_GRACE = 2  # upstream minimumGracePeriodInSeconds
 PRESTOP_EXTRA_GRACE = 2  # upstream gives an overrunning preStop hook 2 s more, once
+PRESTOP_SETTLE = 1.0  # how long an overrunning hook may take to notice its container is gone
 
 
 class Containers:
@@ -137,15 +138,14 @@ class Containers:
         post_start = lifecycle.get("postStart") if isinstance(lifecycle, dict) else None
         if isinstance(post_start, dict):
             try:
-                await run_hook(
-                    post_start, runtime=self._runtime, clock=self._clock, container_id=cid, container=c,
-                    pod_ip=pod_ip, timeout=float(podview.grace_period(pod)),
-                )
+                await run_hook(post_start, runtime=self._runtime, clock=self._clock, container_id=cid, container=c,
+                               pod_ip=pod_ip, pod_desc=podview.format_pod(pod))
             except HookError as e:
+                # upstream startContainer: the event and the waiting reason carry the hook's message, and the
+                # container is killed as any other (its preStop hook runs too)
                 self._recorder.pod_event(pod, "Warning", ev.FAILED_POST_START_HOOK, str(e), name)
                 status = await self._runtime.container_status(cid)
-                await self.kill(pod, status, podview.grace_period(pod), pod_ip, "FailedPostStartHook",
-                                run_pre_stop=False)
+                await self.kill(pod, status, podview.grace_period(pod), pod_ip, "FailedPostStartHook")
                 st.reasons[name] = ("PostStartHookError", str(e))
                 return False
         st.reasons.pop(name, None)
@@ -159,7 +159,6 @@ class Containers:
         pod_ip: str,
         message: str = "",
         reason: str = "",
-        run_pre_stop: bool = True,
         wait_turn: Callable[[], Awaitable[None]] | None = None,
         deadline: float | None = None,
     ) -> None:
@@ -172,27 +171,22 @@ class Containers:
         end = deadline if deadline is not None else start + grace
         lifecycle = c.get("lifecycle") if c is not None and isinstance(c.get("lifecycle"), dict) else {}
         pre_stop = lifecycle.get("preStop") if isinstance(lifecycle, dict) else None
-        if run_pre_stop and isinstance(pre_stop, dict) and grace > 0 and status.state is ContainerState.RUNNING:
-            remaining = end - clock.monotonic()
-            hook = asyncio.create_task(
-                run_hook(
-                    pre_stop, runtime=self._runtime, clock=clock, container_id=status.id, container=c or {},
-                    pod_ip=pod_ip, timeout=max(remaining, 0.0),
-                )
-            )
-            done, _ = await asyncio.wait({hook}, timeout=max(remaining, 0.0))
-            if not done:
-                hook.cancel()
-                await asyncio.gather(hook, return_exceptions=True)
-                self._recorder.pod_event(
-                    pod, "Warning", ev.FAILED_PRE_STOP_HOOK,
-                    f"PreStopHook failed: hook did not finish within the grace period of {grace}s", name,
-                )
+        hook: asyncio.Task[None] | None = None
+        if isinstance(pre_stop, dict) and grace > 0 and status.state is ContainerState.RUNNING:
+            # upstream executePreStopHook: wait for the hook at most the grace period; the hook is not
+            # stopped then, it ends with the container (and its failure is reported without details,
+            # so that secrets do not leak into events)
+            hook = asyncio.create_task(run_hook(pre_stop, runtime=self._runtime, clock=clock, container_id=status.id,
+                                                container=c or {}, pod_ip=pod_ip, pod_desc=podview.format_pod(pod)))
+            remaining = max(end - clock.monotonic(), 0.0)
+            sleeper = asyncio.create_task(clock.sleep(remaining))
+            try:
+                await asyncio.wait({hook, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                await asyncio.gather(sleeper, return_exceptions=True)
+            if not hook.done():
                 end = clock.monotonic() + PRESTOP_EXTRA_GRACE
-            elif hook.exception() is not None:
-                self._recorder.pod_event(
-                    pod, "Warning", ev.FAILED_PRE_STOP_HOOK, f"PreStopHook failed: {hook.exception()}", name
-                )
         if wait_turn is not None:
             remaining = end - clock.monotonic()
             if remaining > 0:
@@ -201,7 +195,22 @@ class Containers:
                 except TimeoutError:
                     pass
         timeout = max(end - clock.monotonic(), MIN_GRACE)
-        await self._runtime.stop_container(status.id, int(timeout + 0.999))
+        try:
+            await self._runtime.stop_container(status.id, int(timeout + 0.999))
+        finally:
+            if hook is not None:
+                await self._finish_pre_stop(pod, name, hook)
+
+    async def _finish_pre_stop(self, pod: Pod, name: str, hook: asyncio.Task[None]) -> None:
+        if not hook.done():
+            # the container is gone, so an exec hook ends at once; anything else is not waited for
+            done, _ = await asyncio.wait({hook}, timeout=PRESTOP_SETTLE)
+            if not done:
+                hook.cancel()
+                await asyncio.gather(hook, return_exceptions=True)
+                return
+        if not hook.cancelled() and hook.exception() is not None:
+            self._recorder.pod_event(pod, "Warning", ev.FAILED_PRE_STOP_HOOK, "PreStopHook failed", name)
 
     async def create_sandbox(self, pod: Pod, attempt: int, st: PodSyncState) -> str:
         """Pod cgroup, volumes, then the sandbox; '' when any of them failed (an Event says why)."""

@@ -1,4 +1,9 @@
-"""Lifecycle hook handlers (postStart / preStop): exec, httpGet and sleep."""
+"""Lifecycle hook handlers (upstream lifecycle.handlerRunner): exec, httpGet and sleep.
+
+As upstream: an exec hook has no timeout of its own (preStop is bounded by the caller's grace period);
+an httpGet hook fails only when the request fails, whatever the status code; failure messages name
+the container and the pod.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,14 @@ import aiohttp
 
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
+from minikubelet.base.goformat import go_list, go_quote
 from probes.addresses import PortError, join_host_port, resolve_port
+
+HTTP_HOOK_TIMEOUT = 10.0  # the kubelet's HTTP client for hooks: no overall timeout, but a 10 s connect
 
 
 class HookError(Exception):
-    pass
+    """The hook failed; the message is the kubelet's, for the event and the container's waiting reason."""
 
 
 async def run_hook(
@@ -23,44 +31,39 @@ async def run_hook(
     container_id: str,
     container: dict[str, Any],
     pod_ip: str,
-    timeout: float,
+    pod_desc: str,
 ) -> None:
-    """Run one handler; raises HookError with the kubelet-style message on failure."""
+    """Run one handler; raises HookError with the kubelet's message on failure. `pod_desc`: format.Pod(pod)."""
+    name = go_quote(str(container.get("name", "")))
+    where = f"for Container {name} in Pod {go_quote(pod_desc)}"
     if isinstance(handler.get("exec"), dict):
-        cmd = handler["exec"].get("command") or []
-        res = await runtime.exec_sync(container_id, [str(x) for x in cmd], timeout=max(timeout, 1.0))
-        if res.timed_out:
-            raise HookError(f"Exec lifecycle hook ({cmd}) for Container timed out")
-        if res.exit_code != 0:
-            out = (res.stdout + res.stderr).decode(errors="replace")
-            raise HookError(f"Exec lifecycle hook ({cmd}) failed - error: command '{' '.join(map(str, cmd))}' exited with {res.exit_code}: {out}")
+        cmd = [str(x) for x in handler["exec"].get("command") or []]
+        res = await runtime.exec_sync(container_id, cmd, timeout=0)
+        if res.timed_out or res.exit_code != 0:
+            output = (res.stdout + res.stderr).decode(errors="replace")
+            err = f"command '{' '.join(cmd)}' exited with {res.exit_code}: {res.stderr.decode(errors='replace')}"
+            raise HookError(f"Exec lifecycle hook ({go_list(cmd)}) {where} failed - error: {err}, message: {go_quote(output)}")
         return
     if isinstance(handler.get("httpGet"), dict):
         hg = handler["httpGet"]
-        host = hg.get("host") or pod_ip
-        scheme = str(hg.get("scheme") or "HTTP").lower()
-        path = str(hg.get("path") or "/")
-        if not path.startswith("/"):
-            path = "/" + path
+        path = str(hg.get("path") or "")
         try:
             port = resolve_port(hg.get("port"), container)
         except PortError as e:
-            raise HookError(f"HTTP lifecycle hook ({path}) for Container failed - error: {e}") from e
-        url = f"{scheme}://{join_host_port(str(host), port)}{path}"
+            raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
+        host = str(hg.get("host") or pod_ip)
+        scheme = str(hg.get("scheme") or "HTTP").lower()
+        url = f"{scheme}://{join_host_port(host, port)}{path if path.startswith('/') else '/' + path}"
         headers = {str(h.get("name")): str(h.get("value")) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)}
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=max(timeout, 1.0))) as s:
-                async with s.get(url, headers=headers, ssl=False) as r:
-                    await r.read()
-                    if r.status >= 400:
-                        raise HookError(f"HTTP lifecycle hook ({path}) for Container failed - error: HTTP status {r.status}")
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise HookError(f"HTTP lifecycle hook ({path}) for Container failed - error: {e}") from e
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=HTTP_HOOK_TIMEOUT)
+            async with aiohttp.ClientSession(timeout=timeout) as s, s.get(url, headers=headers, ssl=False) as r:
+                await r.content.read(10 * 1024)
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
+            raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e or type(e).__name__}") from e
         return
     if isinstance(handler.get("sleep"), dict):
         seconds = handler["sleep"].get("seconds", 0)
-        if not isinstance(seconds, int) or seconds < 0:
-            raise HookError("sleep hook needs a non-negative integer 'seconds'")
-        await clock.sleep(min(float(seconds), timeout))
+        await clock.sleep(float(seconds) if isinstance(seconds, int) and seconds > 0 else 0.0)
         return
-    raise HookError("lifecycle hook has no supported handler (exec, httpGet, sleep)")
+    raise HookError(f"Cannot run handler: invalid handler: {handler}")

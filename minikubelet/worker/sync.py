@@ -168,7 +168,7 @@ class PodSyncer:
         pod_ip = self._pod_ip(pod)
         await asyncio.gather(
             *(
-                self.containers.kill(pod, by_id[k.container_id], _kill_grace(pod, k), pod_ip, k.message, reason=k.reason)
+                self.containers.kill(pod, by_id[k.container_id], kill_grace_period(pod, k), pod_ip, k.message, reason=k.reason)
                 for k in kills.values()
                 if k.container_id in by_id
             )
@@ -319,12 +319,17 @@ class PodSyncer:
         self._statuses.remove_pod(uid)
 
 
-def _kill_grace(pod: Pod, k: KillContainer) -> int:
-    grace = podview.grace_period(pod)
+def kill_grace_period(pod: Pod, k: KillContainer) -> int:
+    """Upstream setTerminationGracePeriod: the deletion's grace first; else a probe-level grace when a
+    liveness/startup probe failure is the reason; else the pod's terminationGracePeriodSeconds."""
+    meta = podview.meta(pod)
+    deletion = meta.get("deletionGracePeriodSeconds")
+    if isinstance(deletion, int) and not isinstance(deletion, bool):
+        return deletion
     if k.reason in (REASON_LIVENESS, REASON_STARTUP):
         c = podview.find_container(pod, k.name)
         p = podview.probe(c, "liveness" if k.reason == REASON_LIVENESS else "startup") if c else None
         pg = p.get("terminationGracePeriodSeconds") if p else None
         if isinstance(pg, int) and not isinstance(pg, bool) and pg >= 0:
-            grace = pg
-    return grace
+            return pg
+    return podview.grace_period(pod)

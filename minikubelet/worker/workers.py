@@ -45,6 +45,7 @@ class PodWorker:
         # an adopted pod was started by an earlier agent: its start is not this agent's to measure
         self.st = PodSyncState(first_seen=-1.0 if adopted else clock.monotonic())
         self.task: asyncio.Task[None] | None = None
+        self._sync_task: asyncio.Future[KillPodOptions | None] | None = None
 
     # --- signals from outside -------------------------------------------------------------
     def wake(self) -> None:
@@ -64,6 +65,8 @@ class PodWorker:
             self._grace = grace
         if self._kill is None or (opts.status_fn is not None and self._kill.status_fn is None):
             self._kill = opts
+        if self._sync_task is not None and not self._sync_task.done():
+            self._sync_task.cancel()
         self.wake()
 
     def remove(self) -> None:
@@ -107,10 +110,11 @@ class PodWorker:
         """One pass of the lifecycle; True when the worker is done."""
         if self.lifecycle is PodLifecycle.SYNCING:
             if self._kill is None:
-                kill = await self._syncer.sync_pod(self.pod, self.st)
-                if kill is None:
+                kill = await self._sync()
+                if kill is None and self._kill is None:
                     return False
-                self.kill(kill)
+                if kill is not None:
+                    self.kill(kill)
             self.lifecycle = PodLifecycle.TERMINATING
         if self.lifecycle is PodLifecycle.TERMINATING:
             assert self._kill is not None and self._grace is not None
@@ -124,6 +128,20 @@ class PodWorker:
         status_fn = self._kill.status_fn if self._kill is not None else None
         await self._syncer.sync_terminated_pod(self.pod, self.st, status_fn)
         return False
+
+    async def _sync(self) -> KillPodOptions | None:
+        """SyncPod, cancelled when a kill arrives meanwhile (upstream cancels the sync's context), so a hung
+        postStart hook or image pull never keeps a deleted pod alive."""
+        self._sync_task = asyncio.ensure_future(self._syncer.sync_pod(self.pod, self.st))
+        try:
+            return await self._sync_task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self._kill is None or (me is not None and me.cancelling()):
+                raise
+            return None
+        finally:
+            self._sync_task = None
 
     async def _wait(self) -> None:
         if self._wake.is_set():

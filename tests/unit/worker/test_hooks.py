@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from cri.runtime import Runtime
+from cri.types import ExecResult
 from minikubelet.base.clock import FakeClock
 from minikubelet.worker.hooks import HookError, run_hook
 
@@ -20,7 +21,7 @@ async def server() -> AsyncIterator[tuple[list[str], int]]:
 
     async def handle(request: web.Request) -> web.Response:
         hits.append(f"{request.path}?{request.query_string}|{request.headers.get('X-Hook', '')}")
-        return web.Response(text="ok")
+        return web.Response(text="no", status=500) if request.path.startswith("/status/") else web.Response(text="ok")
 
     app = web.Application()
     app.router.add_get("/{tail:.*}", handle)
@@ -44,11 +45,46 @@ async def test_http_hook_reaches_the_pod_ip_on_a_named_port(server: tuple[list[s
     container: dict[str, Any] = {"name": "app", "ports": [{"name": "web", "containerPort": port}]}
     handler = {"httpGet": {"path": "stop?now=1", "port": "web", "httpHeaders": [{"name": "X-Hook", "value": "yes"}]}}
     await run_hook(handler, runtime=cast(Runtime, None), clock=FakeClock(), container_id="c", container=container,
-                   pod_ip=pod_ip, timeout=5)
+                   pod_ip=pod_ip, pod_desc="p_default(u)")
     assert hits == ["/stop?now=1|yes"]
 
 
-async def test_http_hook_with_an_unknown_port_name_fails_with_the_hook_message() -> None:
-    with pytest.raises(HookError, match=r"HTTP lifecycle hook \(/\) for Container failed - error: .*nope"):
-        await run_hook({"httpGet": {"port": "nope"}}, runtime=cast(Runtime, None), clock=FakeClock(),
-                       container_id="c", container={"name": "app"}, pod_ip="127.0.0.1", timeout=1)
+async def test_http_hook_answered_with_an_error_status_is_not_a_failure(server: tuple[list[str], int]) -> None:
+    """D9, upstream handlerRunner.runHTTPHandler: only a failed request is an error, not a 4xx/5xx answer."""
+    hits, port = server
+    await run_hook({"httpGet": {"path": "/status/500", "port": port}}, runtime=cast(Runtime, None),
+                   clock=FakeClock(), container_id="c", container={"name": "app"}, pod_ip="127.0.0.1",
+                   pod_desc="p_default(u)")
+    assert hits == ["/status/500?|"]
+
+
+async def test_http_hook_failure_names_the_container_and_pod() -> None:
+    """D9, upstream handlerRunner.Run: 'HTTP lifecycle hook (path) for Container "c" in Pod "p" failed - error: ...'."""
+    with pytest.raises(HookError) as err:
+        await run_hook({"httpGet": {"path": "/x", "port": "nope"}}, runtime=cast(Runtime, None), clock=FakeClock(),
+                       container_id="c", container={"name": "app"}, pod_ip="127.0.0.1", pod_desc="p_default(u)")
+    assert str(err.value).startswith('HTTP lifecycle hook (/x) for Container "app" in Pod "p_default(u)" failed - error: ')
+    assert "nope" in str(err.value)
+
+
+class _ExecOnly:
+    """Answers exec_sync like a container whose command exits 3, and records the timeouts asked for."""
+
+    def __init__(self) -> None:
+        self.timeouts: list[float] = []
+
+    async def exec_sync(self, container_id: str, cmd: list[str], timeout: float) -> ExecResult:
+        self.timeouts.append(timeout)
+        return ExecResult(exit_code=3, stdout=b"out\n", stderr=b"boom\n")
+
+
+async def test_exec_hook_failure_message_and_no_timeout_of_its_own() -> None:
+    """D9, upstream handlerRunner.Run: RunInContainer with timeout 0; the message carries the command as Go
+    prints a []string, the exit error and the output."""
+    rt = _ExecOnly()
+    with pytest.raises(HookError) as err:
+        await run_hook({"exec": {"command": ["sh", "-c", "exit 3"]}}, runtime=cast(Runtime, rt), clock=FakeClock(),
+                       container_id="c1", container={"name": "app"}, pod_ip="", pod_desc="p_default(u)")
+    assert rt.timeouts == [0]
+    assert str(err.value) == ('Exec lifecycle hook ([sh -c exit 3]) for Container "app" in Pod "p_default(u)" failed'
+                              " - error: command 'sh -c exit 3' exited with 3: boom\n, message: \"out\\nboom\\n\"")

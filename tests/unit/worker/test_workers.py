@@ -9,7 +9,10 @@ import pytest
 
 from cri.errors import RuntimeError_
 from cri.fake import Program
+from cri.types import ExecResult
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, terminal_status_fn
+from minikubelet.worker.planner import KillContainer
+from minikubelet.worker.sync import kill_grace_period
 from tests.unit.fake_node import IMAGE, FakeNode, make_pod
 
 
@@ -163,3 +166,59 @@ async def test_backoff_counts_run_time_from_the_restart_not_the_previous_exit(no
     assert starts() == 8  # still in the 300 s back-off
     await node.advance(4, step=2)
     assert starts() == 9
+
+
+@pytest.mark.parametrize(("deletion", "probe_grace", "reason", "want"), [
+    (None, 5, "LivenessProbe", 5),
+    (None, 5, "StartupProbe", 30),  # the startup probe has no grace of its own here
+    (None, None, "LivenessProbe", 30),
+    (None, 5, "", 30),
+    (3, 5, "LivenessProbe", 3),  # D13: the deletion's grace wins over the probe's
+    (0, 5, "LivenessProbe", 0),
+])
+def test_kill_grace_period_as_upstream_setTerminationGracePeriod(
+        deletion: int | None, probe_grace: int | None, reason: str, want: int) -> None:
+    probe: dict[str, object] = {"exec": {"command": ["true"]}}
+    if probe_grace is not None:
+        probe["terminationGracePeriodSeconds"] = probe_grace
+    pod = make_pod(containers=[{"name": "app", "image": IMAGE, "livenessProbe": probe}],
+                   terminationGracePeriodSeconds=30)
+    if deletion is not None:
+        pod["metadata"]["deletionGracePeriodSeconds"] = deletion
+    assert kill_grace_period(pod, KillContainer("id", "app", "", reason)) == want
+
+
+async def test_pre_stop_runs_on_the_kill_after_a_failed_post_start(node: FakeNode) -> None:
+    """D9, upstream startContainer -> killContainer: a failed postStart kills the container like any kill,
+    preStop included; the events carry the hook's message and 'PreStopHook failed'."""
+    hooks = {"postStart": {"exec": {"command": ["post"]}}, "preStop": {"exec": {"command": ["pre"]}}}
+    ran: list[str] = []
+
+    def exec_handler(cid: str, cmd: list[str]) -> ExecResult:
+        ran.append(cmd[0])
+        return ExecResult(exit_code=1, stderr=b"no\n")
+
+    node.runtime.set_exec(exec_handler)
+    node.config.set_source_pods("file", [make_pod(containers=[{"name": "app", "image": IMAGE, "lifecycle": hooks}])])
+    await node.settle()
+    assert ran[:2] == ["post", "pre"]
+    evs = node.events()
+    post = [m for r, m in evs if r == "FailedPostStartHook"]
+    assert post and post[0].startswith('Exec lifecycle hook ([post]) for Container "app" in Pod "p_default(uid-1)" failed')
+    assert ("FailedPreStopHook", "PreStopHook failed") in evs
+    assert ("Killing", "FailedPostStartHook") in evs
+    waiting = node.container_state("app")["state"].get("waiting") or {}
+    assert waiting.get("reason") in ("PostStartHookError", "CrashLoopBackOff")
+
+
+async def test_a_kill_cancels_a_sync_stuck_in_a_hook(node: FakeNode) -> None:
+    """Upstream pod workers cancel the running sync when the pod is killed: a postStart hook that never
+    returns does not keep a removed pod alive."""
+    node.runtime.hang("exec_sync")
+    hooks = {"postStart": {"exec": {"command": ["sleep", "infinity"]}}}
+    node.config.set_source_pods("file", [make_pod(containers=[{"name": "app", "image": IMAGE, "lifecycle": hooks}])])
+    await node.settle()
+    assert node.runtime.running()  # started, and its postStart hangs
+    node.config.set_source_pods("file", [])
+    await node.advance(3)
+    assert node.finished == ["uid-1"] and node.runtime.statuses() == []
