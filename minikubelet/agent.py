@@ -19,6 +19,7 @@ from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
+from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
 from minikubelet.pod.admission import MaxPodsAdmitHandler
 from minikubelet.pod.manager import PodManager
@@ -77,7 +78,8 @@ class Agent:
         self.statuses = StatusManager()
         self.images = ImagePuller(runtime, self.image_backoff, self.recorder, self.metrics, self.clock)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
-                                     self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip)
+                                     self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
+                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)))
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 

@@ -7,7 +7,10 @@ NAME is known and left as written otherwise, `$$` is an escaped `$`, every other
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any
+
+from minikubelet.api.resource_fields import ResourceFieldError, resource_field_value
 
 _OPERATOR = "$"
 _OPENER = "("
@@ -105,6 +108,7 @@ def container_env(
     container: Mapping[str, Any],
     pod: Mapping[str, Any],
     field_values: Mapping[str, str] | None = None,
+    allocatable: Mapping[str, Fraction] | None = None,
 ) -> list[tuple[str, str]]:
     """The container's environment in declaration order, as the kubelet computes it.
 
@@ -114,6 +118,7 @@ def container_env(
     envFrom and configMap/secret/resource references raise EnvSourceError.
     """
     fields = field_values or {}
+    alloc = allocatable or {}
     if container.get("envFrom"):
         raise EnvSourceError("envFrom sources (ConfigMap/Secret) cannot be resolved here")
     resolved: dict[str, str] = {}
@@ -128,13 +133,20 @@ def container_env(
             continue
         value_from = item.get("valueFrom")
         if isinstance(value_from, dict) and value_from:
-            resolved[name] = _value_from(name, value_from, pod, fields)
+            resolved[name] = _value_from(name, value_from, pod, container, fields, alloc)
         else:
             resolved[name] = ""
     return list(resolved.items())
 
 
-def _value_from(name: str, value_from: Mapping[str, Any], pod: Mapping[str, Any], fields: Mapping[str, str]) -> str:
+def _value_from(name: str, value_from: Mapping[str, Any], pod: Mapping[str, Any], container: Mapping[str, Any],
+                fields: Mapping[str, str], allocatable: Mapping[str, Fraction]) -> str:
+    resource_ref = value_from.get("resourceFieldRef")
+    if isinstance(resource_ref, dict):
+        try:
+            return resource_field_value(resource_ref, pod, container, allocatable)
+        except ResourceFieldError as e:
+            raise EnvSourceError(f"env {name}: {e}") from e
     field_ref = value_from.get("fieldRef")
     if isinstance(field_ref, dict):
         path = field_ref.get("fieldPath")

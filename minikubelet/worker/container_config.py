@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from fractions import Fraction
 from typing import Any
 
 from cri.types import (
@@ -104,9 +106,10 @@ def container_config(
     resources: LinuxResources | None,
     termination_log_host_path: str,
     image_stop_signal: str = "",
+    allocatable: Mapping[str, Fraction] | None = None,
 ) -> ContainerConfig:
     """Raises EnvSourceError for env it cannot resolve (-> CreateContainerConfigError)."""
-    env = container_env(c, pod, field_values)
+    env = container_env(c, pod, field_values, allocatable)
     command, args = expand_command(c, env)
     name = str(c.get("name"))
     kind = podview.container_kind(pod, name) or "regular"

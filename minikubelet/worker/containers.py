@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 from cri.errors import CreateContainerError, NotFoundError, RuntimeError_, StartContainerError
@@ -39,7 +40,8 @@ PRESTOP_SETTLE = 1.0  # how long an overrunning hook may take to notice its cont
 class Containers:
     def __init__(self, runtime: Runtime, clock: Clock, recorder: EventRecorder, metrics: Metrics,
                  container_backoff: Backoff, images: ImagePuller, cgroups: CgroupSource | None,
-                 root_dir: str, pod_logs_dir: str, host_ip: str) -> None:
+                 root_dir: str, pod_logs_dir: str, host_ip: str,
+                 allocatable: Mapping[str, Fraction] | None = None) -> None:
         self._runtime = runtime
         self._clock = clock
         self._recorder = recorder
@@ -50,6 +52,7 @@ class Containers:
         self._root_dir = root_dir
         self._pod_logs_dir = pod_logs_dir
         self._host_ip = host_ip
+        self.allocatable: Mapping[str, Fraction] = allocatable or {}  # for resourceFieldRef without a limit
 
     def _fail_start(self, pod: Pod, c: Container, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
@@ -117,6 +120,7 @@ class Containers:
             cfg = container_config(
                 pod, c, restart_count=restart_count, mounts=mounts, field_values=field_values,
                 resources=resources, termination_log_host_path=tlog, image_stop_signal=image.stop_signal,
+                allocatable=self.allocatable,
             )
         except EnvSourceError as e:
             return self._fail_start(pod, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
