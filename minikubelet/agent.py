@@ -76,7 +76,8 @@ class Agent:
         self.cgroups = cgroups
 
         self.statuses = StatusManager()
-        self.images = ImagePuller(runtime, self.image_backoff, self.recorder, self.metrics, self.clock)
+        self.images = ImagePuller(runtime, self.image_backoff, self.recorder, self.metrics, self.clock,
+                                  serialize=config.serialize_image_pulls)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
                                      node_allocatable(config, node_capacity(config.root_dir, config.max_pods)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
+from cgroups.qos import qos_class
 from cri.types import ANNOTATION_GRACE_PERIOD, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID
 from minikubelet.base import podview
 from minikubelet.base.clock import Clock
@@ -87,8 +88,10 @@ class PodManager:
         self.workers.update_pod(pod)
 
     def _reject(self, pod: Pod, reason: str, message: str) -> None:
+        """Upstream rejectPod: Failed with the reason, the message prefixed, the pod's QoS class."""
         self._rejected.add(podview.uid(pod))
-        self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason, "message": message,
+        self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason,
+                                           "message": f"Pod was rejected: {message}", "qosClass": qos_class(pod),
                                            "startTime": rfc3339(self._clock.now())})
         self._recorder.pod_event(pod, "Warning", reason, message)
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})

@@ -41,6 +41,7 @@ class StatusManager:
         self._listeners.append(listener)
 
     def set_pod_status(self, pod: Pod, status: dict[str, Any]) -> None:
+        status = normalize_status(pod, status)
         uid = podview.uid(pod)
         old = self._statuses.get(uid)
         if old is not None and old.status == status and old.pod is pod:
@@ -78,3 +79,41 @@ class StatusManager:
             item["status"] = entry.status
             out.append(item)
         return sorted(out, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"].get("name", "")))
+
+
+MAX_POD_TERMINATION_MESSAGE = 12 * 1024  # upstream MaxPodTerminationMessageLogLength
+
+
+def normalize_status(pod: Pod, status: dict[str, Any]) -> dict[str, Any]:
+    """Upstream normalizeStatus: the pod's termination messages share 12 KiB evenly between its containers;
+    regular container statuses are sorted by name, init container statuses in spec order."""
+    inits = podview.init_containers(pod)
+    count = len(inits) + len(podview.app_containers(pod))
+    per_container = MAX_POD_TERMINATION_MESSAGE // count if count else MAX_POD_TERMINATION_MESSAGE
+    out = dict(status)
+    for key in ("containerStatuses", "initContainerStatuses"):
+        statuses = out.get(key)
+        if not isinstance(statuses, list):
+            continue
+        fixed = [_cap_messages(cs, per_container) for cs in statuses]
+        if key == "containerStatuses":
+            fixed.sort(key=lambda cs: str(cs.get("name", "")))
+        else:
+            order = {str(c.get("name")): i for i, c in enumerate(inits)}
+            fixed.sort(key=lambda cs: order.get(str(cs.get("name", "")), len(order)))
+        out[key] = fixed
+    return out
+
+
+def _cap_messages(cs: Any, limit: int) -> Any:
+    if not isinstance(cs, dict):
+        return cs
+    out = cs
+    for state_key in ("state", "lastState"):
+        state = cs.get(state_key)
+        term = state.get("terminated") if isinstance(state, dict) else None
+        msg = term.get("message") if isinstance(term, dict) else None
+        if isinstance(msg, str) and len(msg.encode()) > limit:
+            cut = msg.encode()[:limit].decode(errors="ignore")
+            out = {**out, state_key: {**state, "terminated": {**term, "message": cut}}}  # type: ignore[dict-item]
+    return out

@@ -130,12 +130,12 @@ class Containers:
             cid = await self._runtime.create_container(sandbox.id, cfg, scfg)
         except CreateContainerError as e:
             return self._fail_start(pod, c, st, "CreateContainerError", str(e), f"Error: {e}")
-        self._recorder.pod_event(pod, "Normal", ev.CREATED, f"Created container: {name}", name)
+        self._recorder.pod_event(pod, "Normal", ev.CREATED, "Container created", name)
         try:
             await self._runtime.start_container(cid)
         except (StartContainerError, NotFoundError) as e:
             return self._fail_start(pod, c, st, "RunContainerError", str(e), f"Error: {e}")
-        self._recorder.pod_event(pod, "Normal", ev.STARTED, f"Started container {name}", name)
+        self._recorder.pod_event(pod, "Normal", ev.STARTED, "Container started", name)
         self._metrics.started_containers.labels(podview.container_kind(pod, name) or "container").inc()
 
         lifecycle = c.get("lifecycle") if isinstance(c.get("lifecycle"), dict) else {}

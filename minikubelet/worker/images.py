@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -9,6 +11,7 @@ from cri.errors import ImagePullError
 from cri.runtime import ImageService
 from minikubelet import events as ev
 from minikubelet.base.clock import Clock
+from minikubelet.base.durations import go_duration_ms
 from minikubelet.base.podview import Container, Pod
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
@@ -25,8 +28,11 @@ class ImageResult:
 
 class ImagePuller:
     def __init__(self, images: ImageService, backoff: Backoff, recorder: EventRecorder, metrics: Metrics,
-                 clock: Clock) -> None:
+                 clock: Clock, serialize: bool = True) -> None:
         self._images = images
+        # serializeImagePulls (default true): one pull at a time on the node; otherwise no limit
+        self._serial: contextlib.AbstractAsyncContextManager[object] = (
+            asyncio.Lock() if serialize else contextlib.nullcontext())
         self._backoff = backoff
         self._recorder = recorder
         self._metrics = metrics
@@ -42,8 +48,9 @@ class ImagePuller:
         policy = str(c.get("imagePullPolicy") or "IfNotPresent")
         present = await self._images.image_status(image)
         if present is not None and policy != "Always":
-            self._recorder.pod_event(pod, "Normal", ev.PULLED, f'Container image "{image}" already present on machine',
-                                     name)
+            self._recorder.pod_event(
+                pod, "Normal", ev.PULLED,
+                f'Container image "{image}" already present on machine and can be accessed by the pod', name)
             return ImageResult(True, present.stop_signal)
         if policy == "Never":
             msg = f'Container image "{image}" is not present with pull policy of Never'
@@ -59,7 +66,10 @@ class ImagePuller:
         self._recorder.pod_event(pod, "Normal", ev.PULLING, f'Pulling image "{image}"', name)
         t0 = time.monotonic()
         try:
-            await self._images.pull_image(image)
+            async with self._serial:
+                t_pull = time.monotonic()
+                await self._images.pull_image(image)
+                pulled_in = time.monotonic() - t_pull
         except ImagePullError as e:
             now = self._clock.now()
             self._backoff.next(key, now)
@@ -70,10 +80,10 @@ class ImagePuller:
         self._metrics.image_pull_duration.observe(took)
         st.image_errors.pop(key, None)
         info = await self._images.image_status(image)
-        size = f" Image size: {info.size} bytes." if info is not None and info.size else ""
         self._recorder.pod_event(
             pod, "Normal", ev.PULLED,
-            f'Successfully pulled image "{image}" in {took:.3f}s ({took:.3f}s including waiting).{size}', name,
+            f'Successfully pulled image "{image}" in {go_duration_ms(pulled_in)} ({go_duration_ms(took)} including'
+            f" waiting). Image size: {info.size if info is not None else 0} bytes.", name,
         )
         return ImageResult(True, info.stop_signal if info is not None else "")
 

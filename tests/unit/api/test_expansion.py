@@ -127,7 +127,7 @@ def test_field_values_override_the_pod() -> None:
     [
         {"configMapKeyRef": {"name": "c", "key": "k"}},
         {"secretKeyRef": {"name": "s", "key": "k"}},
-        {"resourceFieldRef": {"resource": "limits.cpu"}},
+        {"resourceFieldRef": {"resource": "limits.nvidia.com/gpu"}},
         {"fieldRef": {"fieldPath": "spec.containers"}},
         {"fieldRef": {"fieldPath": 5}},
     ],

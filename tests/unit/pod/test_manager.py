@@ -44,8 +44,10 @@ async def test_max_pods_rejects_with_a_failed_status_and_an_event(node: FakeNode
     assert [node.phase(f"u{i}") for i in range(3)] == ["Running", "Running", "Failed"]
     rejected = node.statuses.get_pod_status("u2")
     assert rejected is not None and rejected["reason"] == "OutOfpods"
-    assert rejected["message"] == "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
-    assert ("OutOfpods", rejected["message"]) in node.events("u2")
+    # upstream rejectPod: the status message is prefixed, the event's is not; the QoS class is set
+    message = "Node didn't have enough resource: pods, requested: 1, used: 2, capacity: 2"
+    assert rejected["message"] == f"Pod was rejected: {message}" and rejected["qosClass"] == "BestEffort"
+    assert ("OutOfpods", message) in node.events("u2")
     assert not [c for c in node.runtime.statuses() if c.labels.get("io.kubernetes.pod.uid") == "u2"]
     # an update does not re-admit a rejected pod; removing it forgets it
     node.config.set_source_pods("file", [*pods[:2], dict(pods[2], metadata={**pods[2]["metadata"], "labels": {"a": "b"}})])
@@ -69,3 +71,15 @@ async def test_orphans_left_by_an_earlier_agent_are_stopped_and_removed(node: Fa
         assert node.runtime.statuses() == [] and successor.finished == ["gone"]
     finally:
         await successor.close()
+
+
+async def test_completed_pods_do_not_count_against_max_pods(node: FakeNode) -> None:
+    node.runtime.program("app", Program(exit_on_start=0))
+    done = [make_pod(name=f"job{i}", uid=f"j{i}", restartPolicy="Never") for i in range(2)]
+    node.config.set_source_pods("file", done)
+    await node.settle()
+    assert [node.phase(f"j{i}") for i in range(2)] == ["Succeeded", "Succeeded"]
+    node.runtime.program("app", Program())
+    node.config.set_source_pods("file", [*done, make_pod(name="web", uid="w")])
+    await node.settle()
+    assert node.phase("w") == "Running"

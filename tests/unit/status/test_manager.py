@@ -39,3 +39,26 @@ def test_pod_list_is_sorted_and_carries_the_managed_status() -> None:
         ("default", "a"), ("default", "b"), ("kube-system", "a")]
     assert [i["status"]["phase"] for i in items] == ["Pending", "Running", "Failed"]
     assert all(i["apiVersion"] == "v1" and i["kind"] == "Pod" for i in items)
+
+
+def test_normalize_status_caps_termination_messages_and_sorts_as_upstream() -> None:
+    """Upstream status_manager normalizeStatus: 12 KiB of termination messages per pod shared evenly by its
+    containers (state and lastState); containerStatuses sorted by name (D6), init statuses in spec order."""
+    pod_: dict[str, Any] = {"metadata": {"name": "p", "uid": "1"},
+                            "spec": {"initContainers": [{"name": "z-init"}, {"name": "a-init"}],
+                                     "containers": [{"name": "web"}, {"name": "app"}]}}
+    big = "x" * 10000
+    term = {"terminated": {"exitCode": 1, "message": big}}
+    status = {"containerStatuses": [{"name": "web", "state": term, "lastState": term},
+                                    {"name": "app", "state": {"running": {}}, "lastState": {}}],
+              "initContainerStatuses": [{"name": "a-init", "state": term}, {"name": "z-init", "state": term}]}
+    sm = StatusManager()
+    sm.set_pod_status(pod_, status)
+    out = sm.get_pod_status("1")
+    assert out is not None
+    assert [c["name"] for c in out["containerStatuses"]] == ["app", "web"]
+    assert [c["name"] for c in out["initContainerStatuses"]] == ["z-init", "a-init"]
+    web = out["containerStatuses"][1]
+    assert len(web["state"]["terminated"]["message"]) == 12 * 1024 // 4
+    assert len(web["lastState"]["terminated"]["message"]) == 12 * 1024 // 4
+    assert status["containerStatuses"][0]["state"]["terminated"]["message"] == big  # the input is not changed

@@ -222,3 +222,24 @@ async def test_a_kill_cancels_a_sync_stuck_in_a_hook(node: FakeNode) -> None:
     node.config.set_source_pods("file", [])
     await node.advance(3)
     assert node.finished == ["uid-1"] and node.runtime.statuses() == []
+
+
+async def test_image_pulls_are_serialized_and_events_read_as_1_36(node: FakeNode) -> None:
+    gate = node.runtime.hang("pull_image", times=1)
+    a = make_pod(name="a", uid="a", containers=[{"name": "app", "image": "img/one:1"}])
+    b = make_pod(name="b", uid="b", containers=[{"name": "app", "image": "img/two:1"}])
+    node.config.set_source_pods("file", [a, b])
+    await node.settle()
+    assert [c.op for c in node.runtime.calls].count("pull_image") == 1  # the second waits for the first
+    gate.release()
+    await node.settle()
+    assert [c.op for c in node.runtime.calls].count("pull_image") == 2
+    assert node.phase("a") == node.phase("b") == "Running"
+    msgs = dict(node.events("a"))
+    assert msgs["Created"] == "Container created" and msgs["Started"] == "Container started"
+    pulled = msgs["Pulled"]
+    assert pulled.startswith('Successfully pulled image "img/one:1" in ') and pulled.endswith(" bytes.")
+    node.config.set_source_pods("file", [a, b, make_pod(name="c", uid="c", containers=[{"name": "app", "image": IMAGE}])])
+    await node.settle()
+    assert dict(node.events("c"))["Pulled"] == (
+        f'Container image "{IMAGE}" already present on machine and can be accessed by the pod')
