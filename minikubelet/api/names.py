@@ -114,11 +114,14 @@ def port_name_errors(value: str) -> list[str]:
     return errs
 
 
+_RELAXED_ENV_NAME = re.compile("[ -<>-~]+")  # printable ASCII except '='
+
+
 def env_name_errors(value: str) -> list[str]:
     """IsRelaxedEnvVarName: any printable ASCII except '='."""
     if not value:
         return ["environment variable name must be non-empty"]
-    if any(not (" " <= ch <= "~") or ch == "=" for ch in value):
+    if not _RELAXED_ENV_NAME.fullmatch(value):
         return ["a valid environment variable name must consist only of printable ASCII characters other than '='"]
     return []
 

@@ -91,8 +91,10 @@ class _Walker:
             self.bad(wrong_type(self.path(), value, "an object"))
             return
         for key, item in value.items():
-            self.stack.append(key)
             spec = fields.get(key)
+            if type(item) is str and spec == "string":
+                continue  # most leaves: no call, no path
+            self.stack.append(key)
             if spec is None:
                 self.report.unknown_fields.append(self.path())
             else:

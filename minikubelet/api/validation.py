@@ -373,6 +373,10 @@ class _Validator:
 
     def env(self, c: dict[str, Any], path: str) -> None:
         for i, env in self.dict_items(c, "env", f"{path}.env"):
+            name = env.get("name")
+            if (type(name) is str and env.get("valueFrom") is None and type(env.get("value", "")) is str
+                    and not env_name_errors(name)):
+                continue  # the common `name: value` entry; a pod may hold 100 000 of them
             epath = f"{path}.env[{i}]"
             name = self.string(env, "name", f"{epath}.name")
             if not name:
