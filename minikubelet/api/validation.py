@@ -49,6 +49,16 @@ _STANDARD_RESOURCES = frozenset((
     "services.nodeports", "services.loadbalancers",
 ))  # fmt: skip
 _CONTAINER_RESOURCES = frozenset(("cpu", "memory", "ephemeral-storage"))
+_STOP_SIGNALS_LINUX = frozenset(
+    [f"SIG{n}" for n in (
+        "ABRT ALRM BUS CHLD CLD CONT FPE HUP ILL INT IO IOT KILL PIPE POLL PROF PWR QUIT SEGV STKFLT STOP SYS "
+        "TERM TRAP TSTP TTIN TTOU URG USR1 USR2 VTALRM WINCH XCPU XFSZ RTMIN RTMAX").split()]
+    + [f"SIGRTMIN+{i}" for i in range(1, 16)] + [f"SIGRTMAX-{i}" for i in range(1, 15)]
+)
+_STOP_SIGNALS_WINDOWS = frozenset(("SIGKILL", "SIGTERM"))
+_HTTP_HEADER_NAME = re.compile("[-A-Za-z0-9]+")
+_HTTP_HEADER_MSG = ("a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', "
+                    "regex used for validation is '[-A-Za-z0-9]+')")
 
 
 def _is_native(name: str) -> bool:
@@ -87,6 +97,7 @@ def resource_name_errors(name: str) -> list[str]:
 class _Validator:
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
+        self.os_name: object = None  # spec.os.name: stop signals depend on it
 
     def add(self, err: FieldError) -> None:
         self.errors.append(err)
@@ -182,6 +193,8 @@ class _Validator:
         self.errors += metadata_extras(md)
 
     def spec(self, spec: dict[str, Any]) -> None:
+        pod_os = spec.get("os")
+        self.os_name = pod_os.get("name") if isinstance(pod_os, dict) else None
         volumes = self.volumes(spec)
 
         # Upstream order: volumes, containers, init containers (names checked against the
@@ -332,6 +345,18 @@ class _Validator:
                     handler = self.obj(lifecycle, hook, f"{path}.lifecycle.{hook}")
                     if handler is not None:
                         self.handler(handler, f"{path}.lifecycle.{hook}", ("exec", "httpGet", "tcpSocket", "sleep"))
+                self.stop_signal(lifecycle, f"{path}.lifecycle.stopSignal")
+
+    def stop_signal(self, lifecycle: dict[str, Any], path: str) -> None:
+        signal = self.string(lifecycle, "stopSignal", path)
+        if signal is None:
+            return
+        if self.os_name is None:
+            self.add(forbidden(path, "may not be set for containers with empty `spec.os.name`"))
+            return
+        supported = _STOP_SIGNALS_WINDOWS if self.os_name == "windows" else _STOP_SIGNALS_LINUX
+        if self.os_name in ("linux", "windows") and signal not in supported:
+            self.add(not_supported(path, signal, sorted(supported)))
 
     def restart_policy(self, c: dict[str, Any], path: str, kind: str) -> None:
         policy = self.string(c, "restartPolicy", f"{path}.restartPolicy")
@@ -559,6 +584,10 @@ class _Validator:
                 if scheme and scheme not in ("HTTP", "HTTPS"):
                     self.add(not_supported(f"{apath}.scheme", scheme, ("HTTP", "HTTPS")))
                 self.string(action, "path", f"{apath}.path")
+                for _, header in self.dict_items(action, "httpHeaders", f"{apath}.httpHeaders"):
+                    name = header.get("name")
+                    if isinstance(name, str) and not _HTTP_HEADER_NAME.fullmatch(name):
+                        self.add(invalid(f"{apath}.httpHeaders", name, _HTTP_HEADER_MSG))
         elif kind == "grpc":
             port = self.integer(action, "port", f"{apath}.port")
             if port is None and "port" not in action:
