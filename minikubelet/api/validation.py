@@ -1,128 +1,94 @@
 """Pod validation over plain dicts, with the API server's field paths and messages.
 
-Mirrors the parts of pkg/apis/core/validation that matter to a node agent running a pod it did
-not get from the API server (static pods). Wrong JSON types become FieldErrors, never exceptions.
-Unknown fields are allowed (the API server drops them with a warning; we keep them).
+Mirrors pkg/apis/core/validation (ValidatePodCreate) for a pod the agent did not get from the API
+server (static pods). `validate_manifest` first checks every field's JSON type against the API's
+schema (api/schema.py), as the API server's decoder does, then runs the rules over the defaulted
+pod; wrong JSON types become FieldErrors, never exceptions. Unknown fields are kept in the pod and
+reported as warnings, in the API server's strict-field-validation wording.
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, cast
 
-from minikubelet.api.defaults import volume_sources
+from minikubelet.api.defaults import apply_defaults, volume_sources
+from minikubelet.api.field import (
+    FieldError,
+    duplicate,
+    forbidden,
+    format_errors,
+    invalid,
+    key_path,
+    not_found,
+    not_supported,
+    required,
+    wrong_type,
+)
+from minikubelet.api.names import (
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    env_name_errors,
+    port_name_errors,
+    qualified_name_errors,
+)
+from minikubelet.api.schema import check_types, covered, format_path, prune
+from minikubelet.api.validation_pod import container_security_context, metadata_extras, spec_extras
 from minikubelet.base.quantity import QuantityError, parse_quantity
 
+__all__ = ["FieldError", "ValidationReport", "format_errors", "validate_manifest", "validate_pod"]
+
 _INT32_MAX = 2**31 - 1
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-    reason: str = "FieldValueInvalid"
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
-
-
-def _quote(value: object) -> str:
-    # Go's field.Error prints strings with %q and numbers/bools with %v.
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def invalid(path: str, value: object, detail: str) -> FieldError:
-    return FieldError(path, f"Invalid value: {_quote(value)}: {detail}", "FieldValueInvalid")
-
-
-def required(path: str, detail: str = "") -> FieldError:
-    return FieldError(path, "Required value" + (f": {detail}" if detail else ""), "FieldValueRequired")
-
-
-def not_supported(path: str, value: object, supported: Iterable[str]) -> FieldError:
-    choices = ", ".join(f'"{s}"' for s in supported)
-    return FieldError(path, f"Unsupported value: {_quote(value)}: supported values: {choices}", "FieldValueNotSupported")
-
-
-def duplicate(path: str, value: object) -> FieldError:
-    return FieldError(path, f"Duplicate value: {_quote(value)}", "FieldValueDuplicate")
-
-
-def forbidden(path: str, detail: str) -> FieldError:
-    return FieldError(path, f"Forbidden: {detail}", "FieldValueForbidden")
-
-
-def not_found(path: str, value: object) -> FieldError:
-    return FieldError(path, f"Not found: {_quote(value)}", "FieldValueNotFound")
-
-
-def wrong_type(path: str, value: object, expected: str) -> FieldError:
-    return FieldError(path, f"Invalid value: {_quote(value)}: must be {expected}", "FieldValueTypeInvalid")
-
-
-# ---------------------------------------------------------------- name rules (apimachinery)
-
-_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = _DNS1123_LABEL + r"(\." + _DNS1123_LABEL + ")*"
-_LABEL_MSG = (
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and "
-    "end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-    f"'{_DNS1123_LABEL}')"
+_STANDARD_RESOURCES = frozenset((
+    "cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.ephemeral-storage",
+    "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods", "resourcequotas", "services",
+    "replicationcontrollers", "secrets", "configmaps", "persistentvolumeclaims", "storage", "requests.storage",
+    "services.nodeports", "services.loadbalancers",
+))  # fmt: skip
+_CONTAINER_RESOURCES = frozenset(("cpu", "memory", "ephemeral-storage"))
+_STOP_SIGNALS_LINUX = frozenset(
+    [f"SIG{n}" for n in (
+        "ABRT ALRM BUS CHLD CLD CONT FPE HUP ILL INT IO IOT KILL PIPE POLL PROF PWR QUIT SEGV STKFLT STOP SYS "
+        "TERM TRAP TSTP TTIN TTOU URG USR1 USR2 VTALRM WINCH XCPU XFSZ RTMIN RTMAX").split()]
+    + [f"SIGRTMIN+{i}" for i in range(1, 16)] + [f"SIGRTMAX-{i}" for i in range(1, 15)]
 )
-_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
-    "start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is "
-    f"'{_DNS1123_SUBDOMAIN}')"
-)
+_STOP_SIGNALS_WINDOWS = frozenset(("SIGKILL", "SIGTERM"))
+_HTTP_HEADER_NAME = re.compile("[-A-Za-z0-9]+")
+_HTTP_HEADER_MSG = ("a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', "
+                    "regex used for validation is '[-A-Za-z0-9]+')")
 
 
-def _length_and_pattern(value: str, max_len: int, pattern: str, message: str) -> list[str]:
-    errs = []
-    if len(value) > max_len:
-        errs.append(f"must be no more than {max_len} characters")
-    if not re.fullmatch(pattern, value):
-        errs.append(message)
-    return errs
+def _is_native(name: str) -> bool:
+    return "/" not in name or "kubernetes.io/" in name
 
 
-def dns1123_label_errors(value: str) -> list[str]:
-    return _length_and_pattern(value, 63, _DNS1123_LABEL, _LABEL_MSG)
+def _is_extended(name: str) -> bool:
+    return not _is_native(name) and not name.startswith("requests.") and not qualified_name_errors("requests." + name)
 
 
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    return _length_and_pattern(value, 253, _DNS1123_SUBDOMAIN, _SUBDOMAIN_MSG)
+def _quantity(value: object) -> Fraction | None:
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
 
 
-def port_name_errors(value: str) -> list[str]:
-    """IANA_SVC_NAME, as upstream IsValidPortName."""
-    errs = []
-    if len(value) > 15:
-        errs.append("must be no more than 15 characters")
-    if not re.fullmatch("[-a-z0-9]+", value):
-        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
-    if not re.search("[a-z]", value):
-        errs.append("must contain at least one letter (a-z)")
-    if "--" in value:
-        errs.append("must not contain consecutive hyphens")
-    if value.startswith("-") or value.endswith("-"):
-        errs.append("must not begin or end with a hyphen")
-    return errs
-
-
-def env_name_errors(value: str) -> list[str]:
-    """Upstream's relaxed rule: any printable ASCII except '='."""
-    if not value or any(not (" " <= ch <= "~") or ch == "=" for ch in value):
-        return ["a valid environment variable name must consist only of printable ASCII characters other than '='"]
-    return []
+def resource_name_errors(name: str) -> list[str]:
+    """validateContainerResourceName's messages for one key of limits/requests."""
+    msgs = qualified_name_errors(name)
+    if msgs:
+        return msgs
+    if "/" not in name:
+        if name not in _STANDARD_RESOURCES and not name.startswith("hugepages-"):
+            msgs.append("must be a standard resource type or fully qualified")
+        if name not in _CONTAINER_RESOURCES and not name.startswith("hugepages-"):
+            msgs.append("must be a standard resource for containers")
+    elif not _is_native(name) and not _is_extended(name):
+        msgs.append("doesn't follow extended resource name standard")
+    return msgs
 
 
 # ---------------------------------------------------------------- the validator
@@ -131,6 +97,7 @@ def env_name_errors(value: str) -> list[str]:
 class _Validator:
     def __init__(self) -> None:
         self.errors: list[FieldError] = []
+        self.os_name: object = None  # spec.os.name: stop signals depend on it
 
     def add(self, err: FieldError) -> None:
         self.errors.append(err)
@@ -187,7 +154,7 @@ class _Validator:
         value = self.obj(parent, key, path)
         for k, v in (value or {}).items():
             if not isinstance(v, str):
-                self.add(wrong_type(f"{path}[{k}]", v, "a string"))
+                self.add(wrong_type(key_path(path, k), v, "a string"))
 
     # ------------------------------------------------------------ pod
     def pod(self, pod: object) -> None:
@@ -223,8 +190,11 @@ class _Validator:
         self.string_map(md, "labels", "metadata.labels")
         self.string_map(md, "annotations", "metadata.annotations")
         self.string(md, "uid", "metadata.uid")
+        self.errors += metadata_extras(md)
 
     def spec(self, spec: dict[str, Any]) -> None:
+        pod_os = spec.get("os")
+        self.os_name = pod_os.get("name") if isinstance(pod_os, dict) else None
         volumes = self.volumes(spec)
 
         # Upstream order: volumes, containers, init containers (names checked against the
@@ -246,8 +216,9 @@ class _Validator:
             elif restart not in ("Always", "OnFailure", "Never"):
                 self.add(not_supported("spec.restartPolicy", restart, ("Always", "OnFailure", "Never")))
         dns = self.string(spec, "dnsPolicy", "spec.dnsPolicy")
-        if dns and dns not in ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"):
-            self.add(not_supported("spec.dnsPolicy", dns, ("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None")))
+        policies = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
+        if dns is not None and dns not in policies:
+            self.add(not_supported("spec.dnsPolicy", dns, policies) if dns else required("spec.dnsPolicy"))
         grace = self.integer(spec, "terminationGracePeriodSeconds", "spec.terminationGracePeriodSeconds")
         if grace is not None and grace < 0:
             self.add(invalid("spec.terminationGracePeriodSeconds", grace, "must be greater than or equal to 0"))
@@ -259,6 +230,7 @@ class _Validator:
         for key in ("nodeName", "serviceAccountName", "hostname", "subdomain", "schedulerName"):
             self.string(spec, key, f"spec.{key}")
         self.string_map(spec, "nodeSelector", "spec.nodeSelector")
+        self.errors += spec_extras(spec)
 
     # ------------------------------------------------------------ volumes
     def volumes(self, spec: dict[str, Any]) -> set[str]:
@@ -283,6 +255,11 @@ class _Validator:
             for src in sources:
                 if not isinstance(vol[src], dict):
                     self.add(wrong_type(f"{path}.{src}", vol[src], "an object"))
+            empty_dir = vol.get("emptyDir")
+            if isinstance(empty_dir, dict) and empty_dir.get("sizeLimit") is not None:
+                limit = _quantity(empty_dir["sizeLimit"])
+                if limit is not None and limit < 0:
+                    self.add(forbidden(f"{path}.emptyDir.sizeLimit", "SizeLimit field must be a valid resource quantity"))
             host_path = vol.get("hostPath")
             if len(sources) == 1 and isinstance(host_path, dict):
                 self.host_path(host_path, f"{path}.hostPath")
@@ -345,6 +322,7 @@ class _Validator:
         self.env(c, path)
         self.resources(c, path, kind)
         self.volume_mounts(c, path, volumes)
+        self.errors += container_security_context(c, path)
         for probe_key in ("livenessProbe", "readinessProbe", "startupProbe"):
             if c.get(probe_key) is None:
                 continue
@@ -367,6 +345,18 @@ class _Validator:
                     handler = self.obj(lifecycle, hook, f"{path}.lifecycle.{hook}")
                     if handler is not None:
                         self.handler(handler, f"{path}.lifecycle.{hook}", ("exec", "httpGet", "tcpSocket", "sleep"))
+                self.stop_signal(lifecycle, f"{path}.lifecycle.stopSignal")
+
+    def stop_signal(self, lifecycle: dict[str, Any], path: str) -> None:
+        signal = self.string(lifecycle, "stopSignal", path)
+        if signal is None:
+            return
+        if self.os_name is None:
+            self.add(forbidden(path, "may not be set for containers with empty `spec.os.name`"))
+            return
+        supported = _STOP_SIGNALS_WINDOWS if self.os_name == "windows" else _STOP_SIGNALS_LINUX
+        if self.os_name in ("linux", "windows") and signal not in supported:
+            self.add(not_supported(path, signal, sorted(supported)))
 
     def restart_policy(self, c: dict[str, Any], path: str, kind: str) -> None:
         policy = self.string(c, "restartPolicy", f"{path}.restartPolicy")
@@ -408,6 +398,10 @@ class _Validator:
 
     def env(self, c: dict[str, Any], path: str) -> None:
         for i, env in self.dict_items(c, "env", f"{path}.env"):
+            name = env.get("name")
+            if (type(name) is str and env.get("valueFrom") is None and type(env.get("value", "")) is str
+                    and not env_name_errors(name)):
+                continue  # the common `name: value` entry; a pod may hold 100 000 of them
             epath = f"{path}.env[{i}]"
             name = self.string(env, "name", f"{epath}.name")
             if not name:
@@ -474,7 +468,9 @@ class _Validator:
             values = self.obj(res, section, f"{path}.resources.{section}") or {}
             parsed[section] = {}
             for rname, raw in values.items():
-                rpath = f"{path}.resources.{section}[{rname}]"
+                rpath = key_path(f"{path}.resources.{section}", rname)
+                for msg in resource_name_errors(rname):
+                    self.add(invalid(rpath, rname, msg))
                 try:
                     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
                         raise QuantityError(f"quantity must be a string, got {raw!r}")
@@ -485,11 +481,18 @@ class _Validator:
                 if qty < 0:
                     self.add(invalid(rpath, raw, "must be greater than or equal to 0"))
                     continue
+                if _is_extended(rname) and qty.denominator != 1:
+                    self.add(invalid(rpath, raw, "must be an integer"))
                 parsed[section][rname] = (qty, raw)
         for rname, (req, raw) in parsed["requests"].items():
-            if rname in parsed["limits"] and req > parsed["limits"][rname][0]:
-                self.add(invalid(f"{path}.resources.requests", raw,
-                                 f"must be less than or equal to {rname} limit of {parsed['limits'][rname][1]}"))
+            if rname not in parsed["limits"]:
+                continue
+            limit, limit_raw = parsed["limits"][rname]
+            overcommit = _is_native(rname) and not rname.startswith("hugepages-")
+            if req != limit and not overcommit:
+                self.add(invalid(f"{path}.resources.requests", raw, f"must be equal to {rname} limit of {limit_raw}"))
+            elif req > limit:
+                self.add(invalid(f"{path}.resources.requests", raw, f"must be less than or equal to {rname} limit of {limit_raw}"))
 
     def volume_mounts(self, c: dict[str, Any], path: str, volumes: set[str]) -> None:
         seen: set[str] = set()
@@ -520,6 +523,20 @@ class _Validator:
                 if ".." in re.split(r"[/\\]", sub_path):
                     self.add(invalid(f"{mpath}.subPath", sub_path, "must not contain '..'"))
             self.boolean(mount, "readOnly", f"{mpath}.readOnly")
+            self.mount_propagation(c, mount, mpath)
+
+    def mount_propagation(self, c: dict[str, Any], mount: dict[str, Any], mpath: str) -> None:
+        mode = self.string(mount, "mountPropagation", f"{mpath}.mountPropagation")
+        if mode is None:
+            return
+        modes = ("Bidirectional", "HostToContainer", "None")
+        if mode not in modes:
+            self.add(not_supported(f"{mpath}.mountPropagation", mode, modes))
+        sc = c.get("securityContext")
+        privileged = isinstance(sc, dict) and sc.get("privileged") is True
+        if mode == "Bidirectional" and not privileged:
+            self.add(forbidden(f"{mpath}.mountPropagation",
+                               "Bidirectional mount propagation is available only to privileged containers"))
 
     # ------------------------------------------------------------ probes and handlers
     def probe(self, probe: dict[str, Any], path: str, probe_key: str) -> None:
@@ -567,6 +584,10 @@ class _Validator:
                 if scheme and scheme not in ("HTTP", "HTTPS"):
                     self.add(not_supported(f"{apath}.scheme", scheme, ("HTTP", "HTTPS")))
                 self.string(action, "path", f"{apath}.path")
+                for _, header in self.dict_items(action, "httpHeaders", f"{apath}.httpHeaders"):
+                    name = header.get("name")
+                    if isinstance(name, str) and not _HTTP_HEADER_NAME.fullmatch(name):
+                        self.add(invalid(f"{apath}.httpHeaders", name, _HTTP_HEADER_MSG))
         elif kind == "grpc":
             port = self.integer(action, "port", f"{apath}.port")
             if port is None and "port" not in action:
@@ -593,12 +614,30 @@ class _Validator:
 
 
 def validate_pod(pod: dict[str, Any]) -> list[FieldError]:
-    """Every problem with `pod` (expected to be defaulted first), as API-server-style FieldErrors."""
+    """Every rule-level problem with `pod` (expected to be defaulted first), as FieldErrors."""
     v = _Validator()
     v.pod(pod)
     return v.errors
 
 
-def format_errors(errors: Iterable[FieldError]) -> str:
-    """"[path: message, path: message]" as in an API server Invalid status."""
-    return "[" + ", ".join(str(e) for e in errors) + "]"
+@dataclass
+class ValidationReport:
+    errors: list[FieldError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def validate_manifest(manifest: object) -> ValidationReport:
+    """A Pod manifest as written: type errors, then rule errors of the defaulted pod, on one list.
+
+    A value of the wrong type is taken out before the rules run, so it is reported once (by the
+    type check), not again as "Required" or as a rule violation of a coerced value.
+    """
+    types = check_types(manifest)
+    report = ValidationReport(list(types.errors), types.warnings)
+    if not isinstance(manifest, dict):
+        return report
+    defaulted = apply_defaults(manifest)
+    prune(defaulted, types.bad_paths)
+    bad = {format_path(p) for p in types.bad_paths}
+    report.errors += [e for e in validate_pod(defaulted) if not bad or not covered(e.path, bad)]
+    return report

@@ -52,6 +52,8 @@ class StaticPodSource:
         except ManifestError as e:
             self._bad(fpath, "invalid", str(e), digest)
             return None
+        for warning in pod.warnings:  # once per file version: the pod is cached by content digest
+            log.warning("static pod manifest", extra={"kv": {"file": fpath, "warning": warning}})
         self._reported.pop(fpath, None)
         self._seen[fpath] = (digest, pod)
         return pod

@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from minikubelet.api.defaults import apply_defaults
-from minikubelet.api.validation import FieldError, format_errors, validate_pod
+from minikubelet.api.schema import check_types
+from minikubelet.api.validation import FieldError, format_errors, validate_manifest, validate_pod
 
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
@@ -120,17 +121,29 @@ def rfc3339_nano(ts: float) -> str:
     return dt.strftime("%Y-%m-%dT%H:%M:%S") + (f".{frac}" if frac else "") + "Z"
 
 
+class StaticPod(dict[str, Any]):
+    """The pod dict, with the API server's warnings about its manifest (unknown fields)."""
+
+    warnings: list[str]
+
+
 def make_static_pod(
     pod: dict[str, Any],
     node_name: str,
     source_path: str,
     seen: float | None = None,
-) -> dict[str, Any]:
+) -> StaticPod:
     """The pod the kubelet runs for a manifest: defaulted, named for the node, with a stable UID.
 
     `seen` (epoch seconds) sets kubernetes.io/config.seen. Raises ManifestError (naming the file
-    and listing FieldErrors) when the result is not a valid pod.
+    and listing FieldErrors) when the result is not a valid pod. `.warnings` on the result name
+    the manifest's unknown fields (the pod still runs, as the API server would accept it).
     """
+    types = check_types(pod)
+    if types.errors:
+        # The manifest as written, so that every error is listed before its types get in the way.
+        errors = validate_manifest(pod).errors
+        raise ManifestError(source_path, f"invalid pod: {format_errors(errors)}", errors)
     out = apply_defaults(copy.deepcopy(pod))
     metadata = out.get("metadata")
     if metadata is None:
@@ -163,10 +176,13 @@ def make_static_pod(
         _add_or_update_toleration(spec, {"operator": "Exists", "effect": "NoExecute"})
     status = out.get("status")
     out["status"] = {**status, "phase": "Pending"} if isinstance(status, dict) else {"phase": "Pending"}
+    # The rules run on the pod as built, as the kubelet's file source does (the node suffix counts).
     errors = validate_pod(out)
     if errors:
         raise ManifestError(source_path, f"invalid pod: {format_errors(errors)}", errors)
-    return out
+    result = StaticPod(out)
+    result.warnings = types.warnings
+    return result
 
 
 def _add_or_update_toleration(spec: dict[str, Any], toleration: dict[str, Any]) -> None:

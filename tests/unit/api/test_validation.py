@@ -65,7 +65,7 @@ DELETE = object()
 C0 = "spec.containers.0"
 
 CASES = [
-    ("metadata.name", "a" * 254, "metadata.name: Invalid value: \"" + "a" * 254 + "\": must be no more than 253 characters"),
+    ("metadata.name", "a" * 254, "metadata.name: Invalid value: \"" + "a" * 254 + "\": must be no more than 253 bytes"),
     ("metadata.name", DELETE, "metadata.name: Required value: name or generateName is required"),
     ("metadata.name", 5, "metadata.name: Invalid value: 5: must be a string"),
     ("metadata.namespace", "Bad.NS", "metadata.namespace: Invalid value: \"Bad.NS\": a lowercase RFC 1123 label"),

@@ -189,7 +189,7 @@ def test_broken_pods_raise_manifest_error(manifest: dict[str, Any]) -> None:
 def test_name_too_long_after_node_suffix_is_rejected() -> None:
     manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a" * 250},
                 "spec": {"containers": [{"name": "c", "image": "x"}]}}
-    with pytest.raises(ManifestError, match="must be no more than 253 characters"):
+    with pytest.raises(ManifestError, match="must be no more than 253 bytes"):
         make_static_pod(manifest, "node", "/m/x")
 
 

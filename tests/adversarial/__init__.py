@@ -1,0 +1,1 @@
+"""Adversarial inputs shared by the unit tests and the integration tests against the real agent."""
