@@ -37,7 +37,7 @@ from minikubelet.api.expansion import EnvSourceError
 from minikubelet.base import podview
 from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration
-from minikubelet.base.podview import Container, Pod
+from minikubelet.base.podview import Container, ContainerView, Pod, PodView
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
@@ -86,18 +86,18 @@ class ProbeSource(Protocol):
 
 
 class CgroupSource(Protocol):
-    def ensure_pod(self, pod: Pod) -> str:
+    def ensure_pod(self, pod: PodView) -> str:
         """Create the pod's cgroup; returns the runtime's cgroup parent for its containers."""
 
-    def cgroup_parent(self, pod: Pod) -> str: ...
+    def cgroup_parent(self, pod: PodView) -> str: ...
 
-    def container_resources(self, pod: Pod, container: Container) -> LinuxResources | None: ...
+    def container_resources(self, pod: PodView, container: ContainerView) -> LinuxResources | None: ...
 
     def sandbox_resources(self) -> LinuxResources | None: ...
 
     def remove_pod(self, uid: str) -> None: ...
 
-    def qos_class(self, pod: Pod) -> str: ...
+    def qos_class(self, pod: PodView) -> str: ...
 
 
 @dataclass
@@ -140,6 +140,7 @@ class PodWorker:
     def __init__(self, ctx: WorkerContext, pod: Pod, adopted: bool = False) -> None:
         self.ctx = ctx
         self.pod = pod
+        self.view = PodView.of(pod)
         self.uid = podview.uid(pod)
         self._wake = asyncio.Event()
         self._terminate_grace: int | None = None
@@ -158,6 +159,7 @@ class PodWorker:
 
     def update(self, pod: Pod) -> None:
         self.pod = pod
+        self.view = PodView.of(pod)
         self.wake()
 
     def terminate(self, grace: int | None = None, remove: bool = True) -> None:
@@ -301,7 +303,7 @@ class PodWorker:
             running = {name_of(c): c for c in state.running()}
             self.ctx.probes.update_pod(self.pod, state.sandbox.ip or self.ctx.host_ip, running)
         probes, readiness = self._probe_view()
-        qos = self.ctx.cgroups.qos_class(self.pod) if self.ctx.cgroups else ""
+        qos = self.ctx.cgroups.qos_class(self.view) if self.ctx.cgroups else ""
         status = compute_status(
             StatusInputs(
                 pod=self.pod,
@@ -392,7 +394,7 @@ class PodWorker:
 
     async def _create_sandbox(self, attempt: int) -> str:
         try:
-            cgroup_parent = self.ctx.cgroups.ensure_pod(self.pod) if self.ctx.cgroups else ""
+            cgroup_parent = self.ctx.cgroups.ensure_pod(self.view) if self.ctx.cgroups else ""
         except Exception as e:  # cgroup failures must fail the pod, never run it unlimited
             self._sandbox_failed(f"failed to create pod cgroup: {e}")
             return ""
@@ -490,6 +492,7 @@ class PodWorker:
 
     async def start_container(self, c: Container, state: PodRuntimeState) -> bool:
         name = str(c.get("name"))
+        cv = self.view.container(name)
         latest = state.latest(name)
         # Upstream doBackOff: a container that exited recently waits out its backoff.
         if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
@@ -529,7 +532,7 @@ class PodWorker:
             _create_empty_file(tlog)
         except OSError as e:
             return self._fail_start(c, "CreateContainerConfigError", str(e), f"Error: {e}")
-        resources = self.ctx.cgroups.container_resources(self.pod, c) if self.ctx.cgroups else None
+        resources = self.ctx.cgroups.container_resources(self.view, cv) if self.ctx.cgroups else None
         field_values = {
             "status.podIP": sandbox.ip or self.ctx.host_ip,
             "status.podIPs": sandbox.ip or self.ctx.host_ip,
@@ -543,7 +546,7 @@ class PodWorker:
             )
         except EnvSourceError as e:
             return self._fail_start(c, "CreateContainerConfigError", str(e), f"Error: {e}")
-        cgroup_parent = self.ctx.cgroups.cgroup_parent(self.pod) if self.ctx.cgroups else ""
+        cgroup_parent = self.ctx.cgroups.cgroup_parent(self.view) if self.ctx.cgroups else ""
         scfg = sandbox_config(self.pod, sandbox.metadata.attempt, self.ctx.pod_logs_dir, cgroup_parent)
         try:
             cid = await self._timed("create_container", self.ctx.runtime.create_container(sandbox.id, cfg, scfg))
