@@ -57,10 +57,10 @@ from minikubelet.worker.planner import (
     REASON_STARTUP,
     KillContainer,
     PodActions,
-    ProbeView,
     backoff_key,
     compute_pod_actions,
 )
+from probes.result import ProbeResults
 
 log = logging.getLogger("minikubelet.worker.workers")
 
@@ -81,8 +81,8 @@ class ProbeSource(Protocol):
 
     def stop_liveness_and_startup(self, uid: str) -> None: ...
 
-    def results(self, uid: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-        """(startup, liveness, readiness): container id -> success | failure | unknown."""
+    def results(self, uid: str) -> ProbeResults:
+        """Per kind: container id -> latest result."""
 
 
 class CgroupSource(Protocol):
@@ -232,11 +232,8 @@ class PodWorker:
         )
         return PodRuntimeState(self.uid, list(sandboxes), list(containers))
 
-    def _probe_view(self) -> tuple[ProbeView, dict[str, str]]:
-        if self.ctx.probes is None:
-            return ProbeView(), {}
-        startup, liveness, readiness = self.ctx.probes.results(self.uid)
-        return ProbeView(startup=startup, liveness=liveness), readiness
+    def _probe_view(self) -> ProbeResults:
+        return self.ctx.probes.results(self.uid) if self.ctx.probes is not None else ProbeResults()
 
     async def sync(self) -> None:
         state = await self.observe()
@@ -256,8 +253,7 @@ class PodWorker:
             await self._publish(state)
             return
 
-        probes, _ = self._probe_view()
-        actions = compute_pod_actions(self.pod, state, probes)
+        actions = compute_pod_actions(self.view, state, self._probe_view())
         if not actions.idle:
             await self.execute(actions, state)
             state = await self.observe()
@@ -283,7 +279,8 @@ class PodWorker:
         for c in podview.init_containers(self.pod) + podview.app_containers(self.pod):
             latest = state.latest(str(c.get("name")))
             if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
-                rem = self.ctx.container_backoff.remaining(backoff_key(self.pod, c), latest.finished_at)
+                key = backoff_key(self.view, self.view.container(str(c.get("name"))))
+                rem = self.ctx.container_backoff.remaining(key, latest.finished_at)
                 if rem > 0:
                     self._schedule(rem + 0.05)
             image_key = self._image_key(c)
@@ -302,18 +299,16 @@ class PodWorker:
         if self.ctx.probes is not None and state.sandbox is not None:
             running = {name_of(c): c for c in state.running()}
             self.ctx.probes.update_pod(self.pod, state.sandbox.ip or self.ctx.host_ip, running)
-        probes, readiness = self._probe_view()
         qos = self.ctx.cgroups.qos_class(self.view) if self.ctx.cgroups else ""
         status = compute_status(
             StatusInputs(
-                pod=self.pod,
+                pod=self.view,
                 state=state,
                 now=self.ctx.clock.now(),
                 host_ip=self.ctx.host_ip,
                 qos_class=qos,
                 reasons=dict(self.st.reasons),
-                startup=probes.startup,
-                readiness=readiness,
+                probes=self._probe_view(),
                 termination_messages=self._termination_messages(state),
                 old=self.st.status,
                 pod_is_terminal=self.terminating,
@@ -496,7 +491,7 @@ class PodWorker:
         latest = state.latest(name)
         # Upstream doBackOff: a container that exited recently waits out its backoff.
         if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
-            key = backoff_key(self.pod, c)
+            key = backoff_key(self.view, cv)
             if self.ctx.container_backoff.in_backoff_since(key, latest.finished_at):
                 delay = self.ctx.container_backoff.get(key)
                 self.st.reasons[name] = (
