@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cri.types import ContainerStatus
-from minikubelet.base.podview import Pod
+from minikubelet.base.podview import PodView
 from probes.manager import ProbeManager
 from probes.result import ProbeKind, ProbeResults, Result
 
@@ -16,7 +16,7 @@ class ManagerProbeSource:
     def __init__(self, manager: ProbeManager) -> None:
         self.manager = manager
 
-    def update_pod(self, pod: Pod, pod_ip: str, running: dict[str, ContainerStatus]) -> None:
+    def update_pod(self, pod: PodView, pod_ip: str, running: dict[str, ContainerStatus]) -> None:
         self.manager.update_pod(
             pod, pod_ip, {name: c.id for name, c in running.items()},
             {name: c.started_at for name, c in running.items() if c.started_at},

@@ -75,7 +75,7 @@ FALLBACK_LOG_BYTES = 2048
 class ProbeSource(Protocol):
     """What the pod worker needs from the prober: results keyed by container id."""
 
-    def update_pod(self, pod: Pod, pod_ip: str, running: dict[str, ContainerStatus]) -> None: ...
+    def update_pod(self, pod: PodView, pod_ip: str, running: dict[str, ContainerStatus]) -> None: ...
 
     def remove_pod(self, uid: str) -> None: ...
 
@@ -298,7 +298,7 @@ class PodWorker:
         await self._fill_log_fallbacks(state)
         if self.ctx.probes is not None and state.sandbox is not None:
             running = {name_of(c): c for c in state.running()}
-            self.ctx.probes.update_pod(self.pod, state.sandbox.ip or self.ctx.host_ip, running)
+            self.ctx.probes.update_pod(self.view, state.sandbox.ip or self.ctx.host_ip, running)
         qos = self.ctx.cgroups.qos_class(self.view) if self.ctx.cgroups else ""
         status = compute_status(
             StatusInputs(
