@@ -400,7 +400,7 @@ class PodWorker:
             self._schedule(10.0)
             return ""
         resources = self.ctx.cgroups.sandbox_resources() if self.ctx.cgroups else None
-        cfg = sandbox_config(self.pod, attempt, self.ctx.pod_logs_dir, cgroup_parent, resources)
+        cfg = sandbox_config(self.view, attempt, self.ctx.pod_logs_dir, cgroup_parent, resources)
         try:
             sid = await self._timed("run_podsandbox", self.ctx.runtime.run_pod_sandbox(cfg))
         except RuntimeError_ as e:
@@ -536,13 +536,13 @@ class PodWorker:
         }
         try:
             cfg = container_config(
-                self.pod, c, restart_count=restart_count, mounts=mounts, field_values=field_values,
+                self.view, cv, restart_count=restart_count, mounts=mounts, field_values=field_values,
                 resources=resources, termination_log_host_path=tlog, image_stop_signal=image_stop_signal,
             )
         except EnvSourceError as e:
             return self._fail_start(c, "CreateContainerConfigError", str(e), f"Error: {e}")
         cgroup_parent = self.ctx.cgroups.cgroup_parent(self.view) if self.ctx.cgroups else ""
-        scfg = sandbox_config(self.pod, sandbox.metadata.attempt, self.ctx.pod_logs_dir, cgroup_parent)
+        scfg = sandbox_config(self.view, sandbox.metadata.attempt, self.ctx.pod_logs_dir, cgroup_parent)
         try:
             cid = await self._timed("create_container", self.ctx.runtime.create_container(sandbox.id, cfg, scfg))
         except CreateContainerError as e:
