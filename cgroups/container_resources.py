@@ -7,11 +7,12 @@ from fractions import Fraction
 
 from cgroups.cpu import QUOTA_PERIOD_US, milli_cpu_to_quota, milli_cpu_to_shares
 from cgroups.oom import clamp_oom_score_adj, container_oom_score_adj
-from cgroups.podspec import Container, Pod, container_limits, container_requests, pod_level_limits
+from cgroups.resources import container_limits, container_requests, pod_level_limits
 from cri.types import LinuxResources
+from minikubelet.base.podview import ContainerView, PodView
 
 
-def _effective_limit(pod: Pod, container: Container, name: str) -> Fraction:
+def _effective_limit(pod: PodView, container: ContainerView, name: str) -> Fraction:
     # With pod-level limits, a container without its own limit is bounded by the pod's.
     own = container_limits(container).get(name, Fraction(0))
     if own > 0:
@@ -20,8 +21,8 @@ def _effective_limit(pod: Pod, container: Container, name: str) -> Fraction:
 
 
 def container_linux_resources(
-    pod: Pod,
-    container: Container,
+    pod: PodView,
+    container: ContainerView,
     memory_capacity: int,
     min_oom_score_adj: int,
     cpu_cfs_quota: bool = True,
@@ -32,7 +33,7 @@ def container_linux_resources(
     cpu_request = container_requests(container).get("cpu", Fraction(0))
     cpu_limit = _effective_limit(pod, container, "cpu")
     memory_limit = _effective_limit(pod, container, "memory")
-    oom = container_oom_score_adj(pod, str(container.get("name")), memory_capacity)
+    oom = container_oom_score_adj(pod, container.name, memory_capacity)
     quota = milli_cpu_to_quota(math.ceil(cpu_limit * 1000), period_us) if cpu_cfs_quota else 0
     return LinuxResources(
         cpu_period=period_us if cpu_cfs_quota else 0,

@@ -27,9 +27,9 @@ from cgroups.naming import (
     qos_cgroup_name,
     to_literal,
 )
-from cgroups.podspec import Pod, has_pod_level_resources, pod_level_limits
 from cgroups.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
-from cgroups.resources import pod_limits, pod_requests
+from cgroups.resources import has_pod_level_resources, pod_level_limits, pod_limits, pod_requests
+from minikubelet.base.podview import PodView
 
 ENFORCE_PODS = "pods"
 
@@ -39,7 +39,7 @@ def _millis(value: Fraction) -> int:
 
 
 def pod_resource_config(
-    pod: Pod,
+    pod: PodView,
     enforce_cpu_limits: bool = True,
     cpu_period_us: int = QUOTA_PERIOD_US,
     memory_qos: bool = False,
@@ -118,10 +118,10 @@ class CgroupManager:
     def literal(self, name: CgroupName) -> str:
         return to_literal(name, self.naming)
 
-    def pod_cgroup_name(self, pod: Pod) -> CgroupName:
+    def pod_cgroup_name(self, pod: PodView) -> CgroupName:
         return pod_cgroup_name(pod, self.root)
 
-    def cgroup_parent(self, pod: Pod) -> str:
+    def cgroup_parent(self, pod: PodView) -> str:
         """The --cgroup-parent to give Docker for this pod's sandbox and containers."""
         return docker_cgroup_parent(self.pod_cgroup_name(pod), self.naming)
 
@@ -153,12 +153,12 @@ class CgroupManager:
         else:
             self.driver.create(literal, config)
 
-    def ensure_hierarchy(self, pods: Iterable[Pod] = ()) -> None:
+    def ensure_hierarchy(self, pods: Iterable[PodView] = ()) -> None:
         """Create or resize kubepods, burstable and besteffort; size burstable from `pods`."""
         self._create_or_update(kubepods_name(self.root), self.kubepods_config())
         self.update_qos(pods)
 
-    def update_qos(self, active_pods: Iterable[Pod]) -> None:
+    def update_qos(self, active_pods: Iterable[PodView]) -> None:
         """BestEffort gets the minimum shares; Burstable the shares of its pods' CPU requests.
 
         Call with all active pods before creating a new pod's cgroup, as upstream does.
@@ -171,12 +171,12 @@ class CgroupManager:
         )
         self._create_or_update(qos_cgroup_name(BEST_EFFORT, self.root), ResourceConfig(cpu_shares=MIN_SHARES))
 
-    def pod_config(self, pod: Pod) -> ResourceConfig:
+    def pod_config(self, pod: PodView) -> ResourceConfig:
         return pod_resource_config(
             pod, self.cpu_cfs_quota, self.cpu_cfs_quota_period_us, self.memory_qos, self.pod_pids_limit
         )
 
-    def ensure_pod(self, pod: Pod) -> str:
+    def ensure_pod(self, pod: PodView) -> str:
         """Create (or resize) the pod's cgroup; returns the cgroup parent for Docker."""
         self._create_or_update(self.pod_cgroup_name(pod), self.pod_config(pod))
         return self.cgroup_parent(pod)

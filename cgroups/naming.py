@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from cgroups.podspec import Pod, pod_uid
 from cgroups.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
+from minikubelet.base.podview import PodView
 
 CgroupName = tuple[str, ...]
 Naming = Literal["cgroupfs", "systemd"]
@@ -85,8 +85,10 @@ def qos_cgroup_name(qos: str, cgroup_root: CgroupName = ROOT) -> CgroupName:
     return (*kubepods_name(cgroup_root), _QOS_COMPONENT[qos])
 
 
-def pod_cgroup_name(pod: Pod, cgroup_root: CgroupName = ROOT) -> CgroupName:
-    return (*qos_cgroup_name(qos_class(pod), cgroup_root), POD_PREFIX + pod_uid(pod))
+def pod_cgroup_name(pod: PodView, cgroup_root: CgroupName = ROOT) -> CgroupName:
+    if not pod.uid:
+        raise ValueError("pod has no metadata.uid")
+    return (*qos_cgroup_name(qos_class(pod), cgroup_root), POD_PREFIX + pod.uid)
 
 
 def pod_uid_from_component(component: str) -> str | None:

@@ -6,18 +6,9 @@ import math
 from pathlib import Path
 from typing import Final
 
-from cgroups.podspec import (
-    Container,
-    Pod,
-    container_requests,
-    containers,
-    init_containers,
-    is_sidecar,
-    pod_level_requests,
-    spec,
-)
 from cgroups.qos import BEST_EFFORT, GUARANTEED, qos_class
-from cgroups.resources import aggregate
+from cgroups.resources import aggregate, container_requests, pod_level_requests
+from minikubelet.base.podview import ContainerView, PodView
 
 KUBELET_OOM_SCORE_ADJ: Final = -999
 SANDBOX_OOM_SCORE_ADJ: Final = -998
@@ -34,27 +25,22 @@ SYSTEM_CRITICAL_PRIORITY: Final = 2_000_000_000
 CAP_SYS_RESOURCE: Final = 24
 
 
-def _annotations(pod: Pod) -> dict[str, str]:
-    return dict((pod.get("metadata") or {}).get("annotations") or {})
-
-
-def is_critical_pod(pod: Pod) -> bool:
+def is_critical_pod(pod: PodView) -> bool:
     """Static pods, mirror pods and pods at system-critical priority (upstream IsCriticalPod)."""
-    annotations = _annotations(pod)
+    annotations = pod.annotations
     source = annotations.get(CONFIG_SOURCE_ANNOTATION)
     if source is not None and source != "api":
         return True
     if CONFIG_MIRROR_ANNOTATION in annotations:
         return True
-    priority = spec(pod).get("priority")
-    return isinstance(priority, int) and priority >= SYSTEM_CRITICAL_PRIORITY
+    return pod.priority is not None and pod.priority >= SYSTEM_CRITICAL_PRIORITY
 
 
-def is_node_critical_pod(pod: Pod) -> bool:
-    return is_critical_pod(pod) and spec(pod).get("priorityClassName") == SYSTEM_NODE_CRITICAL
+def is_node_critical_pod(pod: PodView) -> bool:
+    return is_critical_pod(pod) and pod.priority_class_name == SYSTEM_NODE_CRITICAL
 
 
-def _memory_request(c: Container) -> int:
+def _memory_request(c: ContainerView) -> int:
     return math.ceil(container_requests(c).get("memory", 0))
 
 
@@ -64,26 +50,19 @@ def _go_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b > 0) else -q
 
 
-def _remaining_pod_memory_per_container(pod: Pod) -> int:
+def _remaining_pod_memory_per_container(pod: PodView) -> int:
     # Pod-level memory request not claimed by any container, shared out evenly (KEP-2837).
     pod_request = pod_level_requests(pod).get("memory", 0)
     if not pod_request:
         return 0
-    count = len(containers(pod)) + len(init_containers(pod))
+    count = len(pod.containers)
     claimed = math.ceil(aggregate(pod, container_requests).get("memory", 0))
     return _go_div(math.ceil(pod_request) - claimed, count)
 
 
-def _find(pod: Pod, name: str) -> Container:
-    for c in [*containers(pod), *init_containers(pod)]:
-        if c.get("name") == name:
-            return c
-    raise KeyError(f"pod has no container {name!r}")
-
-
-def container_oom_score_adj(pod: Pod, container_name: str, memory_capacity_bytes: int) -> int:
+def container_oom_score_adj(pod: PodView, container_name: str, memory_capacity_bytes: int) -> int:
     """oom_score_adj for one container of a pod on a node with this much memory."""
-    container = _find(pod, container_name)
+    container = pod.container(container_name)
     if is_node_critical_pod(pod):
         return GUARANTEED_OOM_SCORE_ADJ
     qos = qos_class(pod)
@@ -94,8 +73,8 @@ def container_oom_score_adj(pod: Pod, container_name: str, memory_capacity_bytes
 
     extra = _remaining_pod_memory_per_container(pod) if pod_level_requests(pod) else 0
     adj = 1000 - _go_div(1000 * (_memory_request(container) + extra), memory_capacity_bytes)
-    if is_sidecar(pod, container):
-        regular = containers(pod)
+    if container.is_sidecar:
+        regular = pod.app_containers
         # A sidecar must not outlive the containers it serves: at most their lowest score.
         smallest = min((_memory_request(c) for c in regular), default=0) + extra
         adj = min(adj, 1000 - _go_div(1000 * smallest, memory_capacity_bytes))

@@ -6,16 +6,15 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Final
 
-from cgroups.podspec import (
-    Pod,
+from cgroups.resources import (
     ResourceList,
-    all_containers,
     container_limits,
     container_requests,
     has_pod_level_resources,
     pod_level_limits,
     pod_level_requests,
 )
+from minikubelet.base.podview import PodView
 
 GUARANTEED: Final = "Guaranteed"
 BURSTABLE: Final = "Burstable"
@@ -53,16 +52,16 @@ def _classify(pairs: Iterable[tuple[ResourceList, ResourceList]]) -> str:
     return BURSTABLE
 
 
-def compute_qos_class(pod: Pod) -> str:
+def compute_qos_class(pod: PodView) -> str:
     """The class from the spec alone (upstream ComputePodQOS, PodLevelResources enabled)."""
     if has_pod_level_resources(pod):
         return _classify([(pod_level_requests(pod), pod_level_limits(pod))])
-    return _classify((container_requests(c), container_limits(c)) for c in all_containers(pod))
+    return _classify((container_requests(c), container_limits(c)) for c in pod.containers)
 
 
-def qos_class(pod: Pod) -> str:
+def qos_class(pod: PodView) -> str:
     """status.qosClass when the API server already set it (it never changes), else computed."""
-    reported = (pod.get("status") or {}).get("qosClass")
+    reported = pod.api_status.get("qosClass")
     if reported in QOS_CLASSES:
         return str(reported)
     return compute_qos_class(pod)

@@ -11,25 +11,59 @@ from __future__ import annotations
 from collections.abc import Callable
 from fractions import Fraction
 
-from cgroups.podspec import (
-    Container,
-    Pod,
-    ResourceList,
-    all_containers,
-    container_limits,
-    container_requests,
-    containers,
-    init_containers,
-    is_restartable_init,
-    overhead,
-    pod_level_limits,
-    pod_level_requests,
-)
+from minikubelet.base.podview import ContainerView, PodView, ResourceMap
+from minikubelet.base.quantity import parse_quantity
 
+ResourceList = dict[str, Fraction]
 # Unlimited is None: some container has no limit for that resource.
 LimitList = dict[str, Fraction | None]
 
 _ALWAYS_REPORTED = ("cpu", "memory")
+# Resources allowed in pod-level `spec.resources` (besides hugepages-*), as upstream.
+_POD_LEVEL_RESOURCES = ("cpu", "memory")
+HUGEPAGES_PREFIX = "hugepages-"
+
+
+def _parse_list(raw: ResourceMap | None) -> ResourceList:
+    return {name: parse_quantity(value) for name, value in (raw or {}).items()}
+
+
+def _with_defaulted_requests(requests: ResourceList, limits: ResourceList) -> ResourceList:
+    # API defaulting sets request := limit when only a limit is given. Static pods may not
+    # have been through the API server, so apply it again (it is idempotent).
+    merged = dict(requests)
+    for name, value in limits.items():
+        merged.setdefault(name, value)
+    return merged
+
+
+def container_limits(container: ContainerView) -> ResourceList:
+    return _parse_list(container.limits)
+
+
+def container_requests(container: ContainerView) -> ResourceList:
+    return _with_defaulted_requests(_parse_list(container.requests), container_limits(container))
+
+
+def is_pod_level_resource(name: str) -> bool:
+    return name in _POD_LEVEL_RESOURCES or name.startswith(HUGEPAGES_PREFIX)
+
+
+def pod_level_limits(pod: PodView) -> ResourceList:
+    return {k: v for k, v in _parse_list(pod.limits).items() if is_pod_level_resource(k)}
+
+
+def pod_level_requests(pod: PodView) -> ResourceList:
+    requests = {k: v for k, v in _parse_list(pod.requests).items() if is_pod_level_resource(k)}
+    return _with_defaulted_requests(requests, pod_level_limits(pod))
+
+
+def has_pod_level_resources(pod: PodView) -> bool:
+    return bool(pod_level_requests(pod) or pod_level_limits(pod))
+
+
+def overhead(pod: PodView) -> ResourceList:
+    return _parse_list(pod.overhead)
 
 
 def _add(total: dict[str, Fraction], part: ResourceList) -> None:
@@ -43,16 +77,16 @@ def _max_into(total: dict[str, Fraction], part: ResourceList) -> None:
             total[name] = value
 
 
-def aggregate(pod: Pod, read: Callable[[Container], ResourceList]) -> ResourceList:
+def aggregate(pod: PodView, read: Callable[[ContainerView], ResourceList]) -> ResourceList:
     """Sidecar-aware aggregate of one per-container resource list (requests or limits)."""
     result: dict[str, Fraction] = {}
-    for c in containers(pod):
+    for c in pod.app_containers:
         _add(result, read(c))
     running_sidecars: dict[str, Fraction] = {}
     init_peak: dict[str, Fraction] = {}
-    for c in init_containers(pod):
+    for c in pod.init_containers:
         own = read(c)
-        if is_restartable_init(c):
+        if c.is_sidecar:
             _add(result, own)
             _add(running_sidecars, own)
             use = dict(running_sidecars)
@@ -64,7 +98,7 @@ def aggregate(pod: Pod, read: Callable[[Container], ResourceList]) -> ResourceLi
     return result
 
 
-def pod_requests(pod: Pod) -> ResourceList:
+def pod_requests(pod: PodView) -> ResourceList:
     """Effective pod requests including spec.overhead (what the scheduler and the pod cgroup use)."""
     result = aggregate(pod, container_requests)
     result.update(pod_level_requests(pod))
@@ -72,7 +106,7 @@ def pod_requests(pod: Pod) -> ResourceList:
     return result
 
 
-def pod_limits(pod: Pod) -> LimitList:
+def pod_limits(pod: PodView) -> LimitList:
     """Effective pod limits; None where the pod is unlimited for that resource.
 
     A resource is unlimited unless every container (regular, init and sidecar) declares a
@@ -82,7 +116,7 @@ def pod_limits(pod: Pod) -> LimitList:
     summed = aggregate(pod, container_limits)
     pod_level = pod_level_limits(pod)
     names = set(_ALWAYS_REPORTED) | set(summed) | set(pod_level)
-    cs = list(all_containers(pod))
+    cs = pod.containers  # ephemeral containers never count
     result: LimitList = {}
     extra = overhead(pod)
     for name in sorted(names):

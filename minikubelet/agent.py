@@ -6,7 +6,6 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -70,7 +69,7 @@ class Agent:
         self.probe_registry = probe_registry or CollectorRegistry()
         if probes is None:
             manager = ProbeManager(runtime, self.clock, self.probe_registry, self._probe_changed,
-                                   events=self._probe_event)
+                                   events=self.recorder.pod_event)
             probes = ManagerProbeSource(manager)
         self.probes = probes
         self.cgroups = cgroups
@@ -106,9 +105,6 @@ class Agent:
 
     def _worker_finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)
-
-    def _probe_event(self, pod: Mapping[str, Any], container: str, etype: str, reason: str, message: str) -> None:
-        self.recorder.pod_event(dict(pod), etype, reason, message, container)
 
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
         self.pod_config.set_source_pods(source, pods)

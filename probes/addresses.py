@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Sequence
+
+from minikubelet.base.podview import ContainerPort
 
 
 class PortError(ValueError):
     """The probe names a port the container does not declare, or a number out of range."""
 
 
-def resolve_port(port: object, container: Mapping[str, Any]) -> int:
+def resolve_port(port: object, ports: Sequence[ContainerPort]) -> int:
     """An int-or-string probe port: a number, or the name of one of the container's ports."""
     if isinstance(port, bool):
         raise PortError(f"invalid port number: {port}")
     if isinstance(port, int):
         number = port
     elif isinstance(port, str):
-        named = [p for p in container.get("ports") or [] if p.get("name") == port]
+        named = [p for p in ports if p.name == port]
         if named:
-            number = int(named[0].get("containerPort", 0))
+            number = named[0].container_port
         else:
             # Upstream's last resort: a number written as a string.
             try:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
 import aiohttp
 from multidict import CIMultiDict
@@ -26,11 +25,11 @@ def probe_url(scheme: str, host: str, port: int, path: str) -> URL:
     return URL(f"{scheme.lower()}://{join_host_port(host, port)}{path or '/'}")
 
 
-def probe_headers(http_headers: Iterable[Mapping[str, Any]]) -> CIMultiDict[str]:
-    """The request headers: the spec's own, then kube-probe's User-Agent and Accept unless given."""
+def probe_headers(http_headers: Iterable[tuple[str, str]]) -> CIMultiDict[str]:
+    """The request headers: the spec's own (name, value) pairs, then kube-probe's User-Agent and Accept unless given."""
     headers: CIMultiDict[str] = CIMultiDict()
-    for header in http_headers:
-        headers.add(str(header.get("name", "")), str(header.get("value", "")))
+    for name, value in http_headers:
+        headers.add(name, value)
     if "User-Agent" not in headers:
         headers["User-Agent"] = USER_AGENT
     if "Accept" not in headers:

@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 
 from cri.runtime import RuntimeService
 from minikubelet.base.clock import Clock
+from minikubelet.base.podview import ContainerView, Pod, PodView, ProbeSpec
 from probes.metrics import ProbeIdentity, ProbeMetrics
 from probes.prober import run_probe
 from probes.result import ProbeKind, ProbeOutcome, Result
 from probes.results import ResultsCache
 from probes.worker import ProbeWorker
 
-EventFn = Callable[[Mapping[str, Any], str, str, str, str], None]
-"""emit(pod, container_name, type, reason, message)"""
+
+class EventFn(Protocol):
+    """Records a pod event; called with keywords, so EventRecorder.pod_event fits as it is."""
+
+    def __call__(self, pod: Pod, etype: str, reason: str, message: str, container: str = "") -> None: ...
+
 
 EVENT_WARNING = "Warning"
 REASON_UNHEALTHY = "Unhealthy"
@@ -51,19 +56,10 @@ class ProbeFailure:
 
 @dataclass
 class _PodState:
-    pod: Mapping[str, Any]
+    pod: PodView
     pod_ip: str = ""
     container_ids: dict[str, str] = field(default_factory=dict)
     terminating: bool = False
-
-
-def probed_containers(pod: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
-    """Containers that may carry probes: app containers and sidecars, never regular init containers."""
-    spec = pod.get("spec") or {}
-    for container in spec.get("initContainers") or []:
-        if container.get("restartPolicy") == "Always":
-            yield container
-    yield from spec.get("containers") or []
 
 
 class ProbeManager:
@@ -94,7 +90,7 @@ class ProbeManager:
 
     def update_pod(
         self,
-        pod: Mapping[str, Any],
+        pod: PodView,
         pod_ip: str,
         container_ids: Mapping[str, str | None],
         started_at: Mapping[str, float],
@@ -103,20 +99,19 @@ class ProbeManager:
 
         `container_ids[name]` is the running container's ID, None (or absent) when it is not
         running; `started_at[name]` is its start time in wall-clock seconds."""
-        metadata = pod.get("metadata") or {}
-        uid = str(metadata.get("uid", ""))
+        uid = pod.uid
         state = self._pods.setdefault(uid, _PodState(pod))
         state.pod = pod
         state.pod_ip = pod_ip
         state.container_ids = {name: cid for name, cid in container_ids.items() if cid}
         # Upstream stops liveness and startup probing once the pod is being deleted.
-        state.terminating = state.terminating or metadata.get("deletionTimestamp") is not None
+        state.terminating = state.terminating or pod.deletion_timestamp is not None
         wanted: set[WorkerKey] = set()
-        for container in probed_containers(pod):
-            name = str(container.get("name", ""))
+        for container in pod.probed_containers:
+            name = container.name
             container_id = state.container_ids.get(name)
             for kind in ProbeKind:
-                spec = container.get(kind.spec_field)
+                spec = container.probe(kind.value)
                 if spec is None or not container_id:
                     continue
                 if state.terminating and kind is not ProbeKind.READINESS:
@@ -198,18 +193,15 @@ class ProbeManager:
     def _start_worker(
         self,
         key: WorkerKey,
-        pod: Mapping[str, Any],
-        container: Mapping[str, Any],
-        spec: Mapping[str, Any],
+        pod: PodView,
+        container: ContainerView,
+        spec: ProbeSpec,
         container_id: str,
         started_at: float,
     ) -> None:
         uid, name, kind = key
-        metadata = pod.get("metadata") or {}
-        identity = ProbeIdentity(
-            kind, name, str(metadata.get("name", "")), str(metadata.get("namespace", "")), uid
-        )
-        period = float(spec.get("periodSeconds") or 10)
+        identity = ProbeIdentity(kind, name, pod.name, pod.namespace, uid)
+        period = float(spec.period_seconds)
         # As upstream: spread probes out only when the agent itself has just started, so
         # a restart does not fire every probe at once.
         recent = self._clock.monotonic() - self._start < period
@@ -259,14 +251,17 @@ class ProbeManager:
         if self._events is None or state is None:
             return
         if outcome.result is Result.FAILURE:
-            message = f"{kind.label} probe failed: {outcome.output}"
-            self._events(state.pod, container_name, EVENT_WARNING, REASON_UNHEALTHY, message)
+            reason, message = REASON_UNHEALTHY, f"{kind.label} probe failed: {outcome.output}"
         elif outcome.result is Result.UNKNOWN:
+            reason = REASON_UNHEALTHY
             message = f"{kind.label} probe errored and resulted in unknown state: {outcome.output}"
-            self._events(state.pod, container_name, EVENT_WARNING, REASON_UNHEALTHY, message)
         elif outcome.warning:
-            message = f"{kind.label} probe warning: {outcome.output}"
-            self._events(state.pod, container_name, EVENT_WARNING, REASON_PROBE_WARNING, message)
+            reason, message = REASON_PROBE_WARNING, f"{kind.label} probe warning: {outcome.output}"
+        else:
+            return
+        self._events(
+            pod=state.pod.raw, etype=EVENT_WARNING, reason=reason, message=message, container=container_name
+        )
 
     def _result_changed(self, pod_uid: str, container_name: str, kind: ProbeKind) -> None:
         if kind is ProbeKind.STARTUP:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 # Upstream reads at most this much of an HTTP body or exec output into a probe's output.
 MAX_OUTPUT_BYTES = 10 * 1024
@@ -37,6 +38,27 @@ class ProbeKind(enum.Enum):
     @property
     def spec_field(self) -> str:
         return f"{self.value}Probe"
+
+
+@dataclass(frozen=True)
+class ProbeResults:
+    """One pod's latest probe results, per kind: container id -> result.
+
+    A container without an entry has no result yet (its worker has not published one)."""
+
+    startup: Mapping[str, Result] = field(default_factory=dict)
+    liveness: Mapping[str, Result] = field(default_factory=dict)
+    readiness: Mapping[str, Result] = field(default_factory=dict)
+
+    def of(self, kind: ProbeKind) -> Mapping[str, Result]:
+        if kind is ProbeKind.STARTUP:
+            return self.startup
+        if kind is ProbeKind.LIVENESS:
+            return self.liveness
+        return self.readiness
+
+    def get(self, kind: ProbeKind, container_id: str) -> Result | None:
+        return self.of(kind).get(container_id)
 
 
 def truncate_output(data: bytes) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from minikubelet.base.clock import Clock
+from minikubelet.base.podview import ProbeSpec
 from probes.result import ProbeKind, ProbeOutcome, Result
 from probes.results import ResultsCache
 
@@ -37,7 +37,7 @@ class ProbeWorker:
         kind: ProbeKind,
         pod_uid: str,
         container_name: str,
-        spec: Mapping[str, Any],
+        spec: ProbeSpec,
         clock: Clock,
         results: ResultsCache,
         probe: ProbeFn,
@@ -50,10 +50,10 @@ class ProbeWorker:
         self.kind = kind
         self.pod_uid = pod_uid
         self.container_name = container_name
-        self.period = float(spec.get("periodSeconds") or 10)
-        self.initial_delay = int(spec.get("initialDelaySeconds") or 0)
-        self.success_threshold = int(spec.get("successThreshold") or 1)
-        self.failure_threshold = int(spec.get("failureThreshold") or 3)
+        self.period = float(spec.period_seconds)
+        self.initial_delay = spec.initial_delay_seconds
+        self.success_threshold = spec.success_threshold
+        self.failure_threshold = spec.failure_threshold
         self._clock = clock
         self._results = results
         self._probe = probe

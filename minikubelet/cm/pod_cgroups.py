@@ -19,7 +19,8 @@ from cgroups.qos import qos_class
 from cgroups.v1 import CgroupV1Driver
 from cgroups.v2 import CgroupV2Driver
 from cri.types import LinuxResources
-from minikubelet.base.podview import Container, Pod
+from minikubelet.base import podview
+from minikubelet.base.podview import ContainerView, Pod, PodView
 from minikubelet.config.kubelet_config import KubeletConfig
 
 log = logging.getLogger("minikubelet.cgroups")
@@ -45,20 +46,31 @@ class PodCgroups:
         self._active_pods = active_pods
         self._cpu_cfs_quota = cpu_cfs_quota
         self._cpu_period_us = cpu_period_us
+        self._views: dict[str, tuple[Pod, PodView]] = {}  # uid -> (pod version, its view)
 
-    def qos_class(self, pod: Pod) -> str:
+    def qos_class(self, pod: PodView) -> str:
         return qos_class(pod)
 
-    def ensure_pod(self, pod: Pod) -> str:
+    def ensure_pod(self, pod: PodView) -> str:
         if self.manager is None:
             return ""
-        self.manager.update_qos(list(self._active_pods()))
+        self.manager.update_qos(self._active_views())
         return self.manager.ensure_pod(pod)
 
-    def cgroup_parent(self, pod: Pod) -> str:
+    def _active_views(self) -> list[PodView]:
+        # The source hands out pod dicts; build each version's view once, not on every pod start.
+        views: dict[str, tuple[Pod, PodView]] = {}
+        for p in self._active_pods():
+            cached = self._views.get(podview.uid(p))
+            view = cached[1] if cached is not None and cached[0] is p else PodView.of(p)
+            views[view.uid] = (p, view)
+        self._views = views
+        return [v for _, v in views.values()]
+
+    def cgroup_parent(self, pod: PodView) -> str:
         return self.manager.cgroup_parent(pod) if self.manager is not None else ""
 
-    def container_resources(self, pod: Pod, container: Container) -> LinuxResources | None:
+    def container_resources(self, pod: PodView, container: ContainerView) -> LinuxResources | None:
         return container_linux_resources(
             pod, container, self.memory_capacity, self.min_oom_score_adj,
             cpu_cfs_quota=self._cpu_cfs_quota, period_us=self._cpu_period_us,
@@ -112,7 +124,7 @@ def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_p
             config.cgroup_root, pod_pids_limit=config.pod_pids_limit, cpu_cfs_quota=config.cpu_cfs_quota,
             cpu_cfs_quota_period_us=int(config.cpu_cfs_quota_period * 1_000_000),
         )
-        manager.ensure_hierarchy(list(active_pods()))
+        manager.ensure_hierarchy([PodView.of(p) for p in active_pods()])
         log.info("cgroup hierarchy ready", extra={"kv": {"version": version, "driver": naming,
                                                          "root": config.cgroup_root}})
     return PodCgroups(manager, memory, min_oom, active_pods, config.cpu_cfs_quota,

@@ -11,7 +11,7 @@ from cri.types import ANNOTATION_GRACE_PERIOD, LABEL_POD_NAME, LABEL_POD_NAMESPA
 from minikubelet.base import podview
 from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import rfc3339
-from minikubelet.base.podview import Pod
+from minikubelet.base.podview import Pod, PodView
 from minikubelet.events import EventRecorder
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
 from minikubelet.sources.merge import PodOp, PodUpdate
@@ -91,7 +91,7 @@ class PodManager:
         """Upstream rejectPod: Failed with the reason, the message prefixed, the pod's QoS class."""
         self._rejected.add(podview.uid(pod))
         self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason,
-                                           "message": f"Pod was rejected: {message}", "qosClass": qos_class(pod),
+                                           "message": f"Pod was rejected: {message}", "qosClass": qos_class(PodView.of(pod)),
                                            "startTime": rfc3339(self._clock.now())})
         self._recorder.pod_event(pod, "Warning", reason, message)
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})

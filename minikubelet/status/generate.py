@@ -1,20 +1,21 @@
 """Pure computation of a pod's v1 status from the spec, the runtime and the probe results.
 
 Follows upstream kubelet_pods.go (getPhase, convertToAPIContainerStatuses) and
-status/generate.go (conditions). Inputs are plain data; output is the status dict.
+status/generate.go (conditions). Inputs are plain data; container statuses and conditions are
+typed values until `compute_status` renders the status dict, once, at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cri.types import ContainerState, ContainerStatus
-from minikubelet.base import podview
 from minikubelet.base.kubetime import rfc3339
-from minikubelet.base.podview import Container, Pod
+from minikubelet.base.podview import ContainerKind, ContainerView, PodView, VolumeMount
 from minikubelet.runtime.state import PodRuntimeState, restart_count_of
+from probes.result import ProbeResults, Result
 
 CONTAINER_RUNTIME_PREFIX = "docker://"
 OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
@@ -23,16 +24,14 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 
 @dataclass(frozen=True)
 class StatusInputs:
-    pod: Pod
+    pod: PodView
     state: PodRuntimeState
     now: float
     host_ip: str = ""
     qos_class: str = ""
     # container name -> (waiting reason, message) from the last failed start (upstream reasonCache)
     reasons: Mapping[str, tuple[str, str]] = field(default_factory=dict)
-    # container id -> latest probe results
-    startup: Mapping[str, str] = field(default_factory=dict)
-    readiness: Mapping[str, str] = field(default_factory=dict)
+    probes: ProbeResults = field(default_factory=ProbeResults)
     # container id -> terminated.message (termination-log file or log tail)
     termination_messages: Mapping[str, str] = field(default_factory=dict)
     old: Mapping[str, Any] | None = None  # the status computed last time
@@ -41,187 +40,268 @@ class StatusInputs:
     override: tuple[str, str, str] | None = None
 
 
+# ---- typed container statuses ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Waiting:
+    reason: str = ""
+    message: str = ""
+
+    def render(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.message:
+            out["message"] = self.message
+        return {"waiting": out}
+
+
+@dataclass(frozen=True)
+class Running:
+    started_at: str | None
+
+    def render(self) -> dict[str, Any]:
+        return {"running": {"startedAt": self.started_at}}
+
+
+@dataclass(frozen=True)
+class Terminated:
+    exit_code: int
+    reason: str
+    message: str
+    started_at: str | None
+    finished_at: str | None
+    container_id: str  # with the runtime prefix
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Terminated:
+        """Back from the JSON this module rendered earlier (a previous status)."""
+        return cls(
+            exit_code=int(raw.get("exitCode", 0)),
+            reason=str(raw.get("reason") or ""),
+            message=str(raw.get("message") or ""),
+            started_at=raw.get("startedAt"),
+            finished_at=raw.get("finishedAt"),
+            container_id=str(raw.get("containerID") or ""),
+        )
+
+    def render(self) -> dict[str, Any]:
+        t: dict[str, Any] = {"exitCode": self.exit_code}
+        if self.reason:
+            t["reason"] = self.reason
+        if self.message:
+            t["message"] = self.message
+        t["startedAt"] = self.started_at
+        t["finishedAt"] = self.finished_at
+        t["containerID"] = self.container_id
+        return {"terminated": t}
+
+
+State = Waiting | Running | Terminated
+
+
+def _render_state(s: State | None) -> dict[str, Any]:
+    return s.render() if s is not None else {}
+
+
+def _parse_last_state(raw: Mapping[str, Any]) -> Terminated | None:
+    # A last state is always a termination (or empty) in what this module renders.
+    terminated = raw.get("terminated")
+    return Terminated.parse(terminated) if terminated else None
+
+
+@dataclass(frozen=True)
+class ContainerStatusValue:
+    name: str
+    kind: ContainerKind
+    state: State
+    last_state: Terminated | None
+    ready: bool
+    started: bool
+    restart_count: int
+    image: str
+    image_id: str
+    container_id: str  # "" before the runtime knows the container
+    spec: ContainerView
+
+    def render(self) -> dict[str, Any]:
+        cs: dict[str, Any] = {
+            "name": self.name,
+            "state": self.state.render(),
+            "lastState": _render_state(self.last_state),
+            "ready": self.ready,
+            "restartCount": self.restart_count,
+            "image": self.image,
+            "imageID": self.image_id,
+        }
+        if self.container_id:
+            cs["containerID"] = self.container_id
+        cs["started"] = self.started
+        c = self.spec
+        if c.has_resources:
+            if c.requests:
+                cs["allocatedResources"] = dict(c.requests)
+            resources = {}
+            if c.limits is not None:
+                resources["limits"] = dict(c.limits)
+            if c.requests is not None:
+                resources["requests"] = dict(c.requests)
+            cs["resources"] = resources
+        mounts = [_render_mount(m) for m in c.volume_mounts]
+        if mounts:
+            cs["volumeMounts"] = mounts
+        return cs
+
+
+def _render_mount(m: VolumeMount) -> dict[str, Any]:
+    vm: dict[str, Any] = {"name": m.name, "mountPath": m.mount_path}
+    if m.read_only:
+        vm["readOnly"] = True
+        vm["recursiveReadOnly"] = "Disabled"
+    return vm
+
+
 def _ts(t: float) -> str | None:
     return rfc3339(t) if t > 0 else None
 
 
-def _terminated(c: ContainerStatus, message: str) -> dict[str, Any]:
-    t: dict[str, Any] = {"exitCode": c.exit_code}
-    if c.reason:
-        t["reason"] = c.reason
-    if message:
-        t["message"] = message
-    t["startedAt"] = _ts(c.started_at)
-    t["finishedAt"] = _ts(c.finished_at)
-    t["containerID"] = CONTAINER_RUNTIME_PREFIX + c.id
-    return t
+def _terminated(c: ContainerStatus, message: str) -> Terminated:
+    return Terminated(
+        exit_code=c.exit_code,
+        reason=c.reason,
+        message=message,
+        started_at=_ts(c.started_at),
+        finished_at=_ts(c.finished_at),
+        container_id=CONTAINER_RUNTIME_PREFIX + c.id,
+    )
 
 
-def _state(c: ContainerStatus, message: str) -> dict[str, Any]:
+def _state(c: ContainerStatus, message: str) -> State:
     if c.state is ContainerState.RUNNING:
-        return {"running": {"startedAt": _ts(c.started_at)}}
+        return Running(_ts(c.started_at))
     if c.state is ContainerState.EXITED:
-        return {"terminated": _terminated(c, message)}
-    return {"waiting": {}}
-
-
-def _volume_mounts(c: Container) -> list[dict[str, Any]]:
-    out = []
-    for m in c.get("volumeMounts") or []:
-        if not isinstance(m, dict):
-            continue
-        vm: dict[str, Any] = {"name": m.get("name"), "mountPath": m.get("mountPath")}
-        if m.get("readOnly"):
-            vm["readOnly"] = True
-            vm["recursiveReadOnly"] = "Disabled"
-        out.append(vm)
-    return out
+        return _terminated(c, message)
+    return Waiting()
 
 
 def _container_status(
-    inp: StatusInputs, c: Container, kind: str, default_reason: str, old: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    cname = str(c.get("name"))
-    latest = inp.state.latest(cname)
-    prev = inp.state.previous(cname)
-    cs: dict[str, Any] = {"name": cname, "state": {}, "lastState": {}, "ready": False, "restartCount": 0}
-    cs["image"] = c.get("image", "")
-    cs["imageID"] = ""
+    inp: StatusInputs, c: ContainerView, default_reason: str, old: Mapping[str, Any] | None
+) -> ContainerStatusValue:
+    latest = inp.state.latest(c.name)
+    prev = inp.state.previous(c.name)
+    messages = inp.termination_messages
+    state: State
+    last: Terminated | None = None
+    restart_count = 0
+    image_id = container_id = ""
     if latest is not None:
-        cs["state"] = _state(latest, inp.termination_messages.get(latest.id, latest.message))
-        cs["restartCount"] = restart_count_of(latest)
-        cs["imageID"] = latest.image_ref
-        cs["containerID"] = CONTAINER_RUNTIME_PREFIX + latest.id
+        state = _state(latest, messages.get(latest.id, latest.message))
+        restart_count = restart_count_of(latest)
+        image_id = latest.image_ref
+        container_id = CONTAINER_RUNTIME_PREFIX + latest.id
         if prev is not None and prev.state is ContainerState.EXITED:
-            cs["lastState"] = {"terminated": _terminated(prev, inp.termination_messages.get(prev.id, prev.message))}
-        elif old and old.get("lastState") and old.get("restartCount") == cs["restartCount"]:
-            cs["lastState"] = old["lastState"]
+            last = _terminated(prev, messages.get(prev.id, prev.message))
+        elif old and old.get("lastState") and old.get("restartCount") == restart_count:
+            last = _parse_last_state(old["lastState"])
     else:
-        cs["state"] = {"waiting": {"reason": default_reason}}
+        state = Waiting(default_reason)
         if old:
             # The runtime forgot the container (removed); the last report stays the truth.
-            cs["restartCount"] = old.get("restartCount", 0)
+            restart_count = int(old.get("restartCount", 0))
             if old.get("lastState"):
-                cs["lastState"] = old["lastState"]
-    cached = inp.reasons.get(cname)
-    if cached is not None and not (latest is not None and latest.state is ContainerState.RUNNING):
-        if "terminated" in cs["state"]:
-            cs["lastState"] = cs["state"]
-        waiting: dict[str, Any] = {"reason": cached[0]}
-        if cached[1]:
-            waiting["message"] = cached[1]
-        cs["state"] = {"waiting": waiting}
-
+                last = _parse_last_state(old["lastState"])
     running = latest is not None and latest.state is ContainerState.RUNNING
-    if kind == "init":
+    cached = inp.reasons.get(c.name)
+    if cached is not None and not running:
+        if isinstance(state, Terminated):
+            last = state
+        state = Waiting(cached[0], cached[1])
+
+    if c.kind == "init":
         started = running
-        ready = "terminated" in cs["state"] and cs["state"]["terminated"]["exitCode"] == 0
+        ready = isinstance(state, Terminated) and state.exit_code == 0
     else:
         started = running and (
-            podview.probe(c, "startup") is None or (latest is not None and inp.startup.get(latest.id) == "success")
+            c.startup_probe is None
+            or (latest is not None and inp.probes.startup.get(latest.id) is Result.SUCCESS)
         )
         if not started or latest is None:
             ready = False
-        elif podview.probe(c, "readiness") is not None:
-            ready = inp.readiness.get(latest.id) == "success"
+        elif c.readiness_probe is not None:
+            ready = inp.probes.readiness.get(latest.id) is Result.SUCCESS
         else:
             ready = True
-    cs["ready"] = ready
-    cs["started"] = started
-    res = c.get("resources")
-    if isinstance(res, dict):
-        if isinstance(res.get("requests"), dict) and res["requests"]:
-            cs["allocatedResources"] = dict(res["requests"])
-        cs["resources"] = {k: dict(v) for k, v in res.items() if k in ("limits", "requests") and isinstance(v, dict)}
-    mounts = _volume_mounts(c)
-    if mounts:
-        cs["volumeMounts"] = mounts
-    return cs
+    return ContainerStatusValue(
+        name=c.name, kind=c.kind, state=state, last_state=last, ready=ready, started=started,
+        restart_count=restart_count, image=c.image, image_id=image_id, container_id=container_id, spec=c,
+    )
 
 
 def _old_by_name(old: Mapping[str, Any] | None, key: str) -> dict[str, Mapping[str, Any]]:
-    if not old or not isinstance(old.get(key), list):
-        return {}
-    return {str(s.get("name")): s for s in old[key] if isinstance(s, dict)}
+    """The statuses this module rendered last time, by container name."""
+    return {str(s["name"]): s for s in (old or {}).get(key) or []}
 
 
-def container_statuses(inp: StatusInputs) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+Statuses = Sequence[ContainerStatusValue]
+
+
+def container_statuses(inp: StatusInputs) -> tuple[list[ContainerStatusValue], list[ContainerStatusValue]]:
     pod = inp.pod
-    has_inits = bool(podview.init_containers(pod))
-    default_reason = "PodInitializing" if has_inits else "ContainerCreating"
+    default_reason = "PodInitializing" if pod.init_containers else "ContainerCreating"
     old_init = _old_by_name(inp.old, "initContainerStatuses")
     old_app = _old_by_name(inp.old, "containerStatuses")
-    inits = [
-        _container_status(inp, c, "sidecar" if podview.is_sidecar(c) else "init", default_reason, old_init.get(str(c.get("name"))))
-        for c in podview.init_containers(pod)
-    ]
-    apps = [
-        _container_status(inp, c, "regular", default_reason, old_app.get(str(c.get("name"))))
-        for c in podview.app_containers(pod)
-    ]
+    inits = [_container_status(inp, c, default_reason, old_init.get(c.name)) for c in pod.init_containers]
+    apps = [_container_status(inp, c, default_reason, old_app.get(c.name)) for c in pod.app_containers]
     return inits, apps
 
 
-def any_regular_started(apps: list[dict[str, Any]]) -> bool:
-    return any("running" in s["state"] or "terminated" in s["state"] for s in apps)
+def any_regular_started(apps: Statuses) -> bool:
+    return any(isinstance(s.state, (Running, Terminated)) for s in apps)
 
 
-def get_phase(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str, Any]], pod_is_terminal: bool) -> str:
+def get_phase(pod: PodView, inits: Statuses, apps: Statuses, pod_is_terminal: bool) -> str:
     """Upstream getPhase (sidecar-aware)."""
-    by_name = {s["name"]: s for s in inits}
+    by_name = {s.name: s for s in inits}
     pending_init = failed_init = 0
     unknown = running = waiting = stopped = succeeded = 0
-    for c in podview.init_containers(pod):
-        s = by_name.get(str(c.get("name")))
-        if podview.is_sidecar(c):
+    for c in pod.init_containers:
+        s = by_name.get(c.name)
+        if c.is_sidecar:
             if s is None:
                 unknown += 1
-            elif "running" in s["state"]:
-                if not s.get("started"):
+            elif isinstance(s.state, Running):
+                if not s.started:
                     pending_init += 1
                 running += 1
-            elif "terminated" in s["state"]:
-                pass
-            elif "waiting" in s["state"]:
-                if not s["lastState"].get("terminated"):
-                    pending_init += 1
-                    waiting += 1
-            else:
+            elif isinstance(s.state, Waiting) and s.last_state is None:
                 pending_init += 1
-                unknown += 1
+                waiting += 1
             continue
-        if s is None or "running" in s["state"]:
+        if s is None or isinstance(s.state, Running):
             pending_init += 1
-        elif "terminated" in s["state"]:
-            if s["state"]["terminated"]["exitCode"] != 0:
+        elif isinstance(s.state, Terminated):
+            if s.state.exit_code != 0:
                 failed_init += 1
-        elif "waiting" in s["state"]:
-            last = s["lastState"].get("terminated")
-            if last:
-                if last["exitCode"] != 0:
-                    failed_init += 1
-            else:
-                pending_init += 1
+        elif s.last_state is not None:
+            if s.last_state.exit_code != 0:
+                failed_init += 1
         else:
             pending_init += 1
 
     for s in apps:
-        st = s["state"]
-        if "running" in st:
+        if isinstance(s.state, Running):
             running += 1
-        elif "terminated" in st:
+        elif isinstance(s.state, Terminated):
             stopped += 1
-            if st["terminated"]["exitCode"] == 0:
+            if s.state.exit_code == 0:
                 succeeded += 1
-        elif "waiting" in st:
-            if s["lastState"].get("terminated"):
-                stopped += 1
-            else:
-                waiting += 1
+        elif s.last_state is not None:
+            stopped += 1
         else:
-            unknown += 1
+            waiting += 1
 
-    policy = podview.restart_policy(pod)
+    policy = pod.restart_policy
     if failed_init > 0 and policy == "Never":
         return "Failed"
     if (pending_init > 0 and not any_regular_started(apps)) or waiting > 0:
@@ -229,7 +309,7 @@ def get_phase(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str, Any]],
     if running > 0 and unknown == 0:
         return "Running"
     if running == 0 and stopped > 0 and unknown == 0:
-        if pod_is_terminal and not podview.is_static(pod):
+        if pod_is_terminal and not pod.is_static:
             return "Succeeded" if stopped == succeeded else "Failed"
         if policy == "Always":
             return "Running"
@@ -241,27 +321,37 @@ def get_phase(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str, Any]],
     return "Pending"
 
 
-Cond = tuple[bool, str, str]  # status, reason, message
+# ---- conditions ----------------------------------------------------------------------------
 
 
-def _ready_lists(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
-    by_name = {s["name"]: s for s in inits + apps}
-    names = [str(c.get("name")) for c in podview.sidecars(pod)] + [str(c.get("name")) for c in podview.app_containers(pod)]
+@dataclass(frozen=True)
+class Condition:
+    status: bool
+    reason: str = ""
+    message: str = ""
+
+
+TRUE = Condition(True)
+
+
+def _ready_lists(pod: PodView, inits: Statuses, apps: Statuses) -> tuple[list[str], list[str]]:
+    by_name = {s.name: s for s in [*inits, *apps]}
+    names = [c.name for c in pod.sidecars] + [c.name for c in pod.app_containers]
     unknown = [n for n in names if n not in by_name]
-    unready = [n for n in names if n in by_name and not by_name[n]["ready"]]
+    unready = [n for n in names if n in by_name and not by_name[n].ready]
     return unknown, unready
 
 
-def containers_ready(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str, Any]], phase: str) -> Cond:
+def containers_ready(pod: PodView, inits: Statuses, apps: Statuses, phase: str) -> Condition:
     unknown, unready = _ready_lists(pod, inits, apps)
     if phase == "Succeeded" and not unknown:
-        return False, "PodCompleted", ""
+        return Condition(False, "PodCompleted")
     if phase == "Failed":
-        return False, "PodFailed", ""
+        return Condition(False, "PodFailed")
     return _listed("ContainersNotReady", unknown, "unready", unready)
 
 
-def _listed(reason: str, unknown: list[str], label: str, names: list[str]) -> Cond:
+def _listed(reason: str, unknown: list[str], label: str, names: list[str]) -> Condition:
     """False with the kubelet's "containers with … status: [a b]" message when any name is listed."""
     msgs = []
     if unknown:
@@ -269,92 +359,90 @@ def _listed(reason: str, unknown: list[str], label: str, names: list[str]) -> Co
     if names:
         msgs.append(f"containers with {label} status: [{' '.join(names)}]")
     if msgs:
-        return False, reason, ", ".join(msgs)
-    return True, "", ""
+        return Condition(False, reason, ", ".join(msgs))
+    return TRUE
 
 
-def pod_ready(pod: Pod, cr: Cond, conditions: list[dict[str, Any]]) -> Cond:
-    if not cr[0]:
+def pod_ready(pod: PodView, cr: Condition, conditions: Sequence[Mapping[str, Any]]) -> Condition:
+    if not cr.status:
         return cr
     msgs = []
-    for gate in podview.spec(pod).get("readinessGates") or []:
-        if not isinstance(gate, dict):
-            continue
-        t = gate.get("conditionType")
+    for t in pod.readiness_gates:
         c = next((c for c in conditions if c.get("type") == t), None)
         if c is None:
             msgs.append(f'corresponding condition of pod readiness gate "{t}" does not exist.')
         elif c.get("status") != "True":
             msgs.append(f'the status of pod readiness gate "{t}" is not "True", but {c.get("status")}')
     if msgs:
-        return False, "ReadinessGatesNotReady", ", ".join(msgs)
-    return True, "", ""
+        return Condition(False, "ReadinessGatesNotReady", ", ".join(msgs))
+    return TRUE
 
 
-def initialized(pod: Pod, inits: list[dict[str, Any]], apps: list[dict[str, Any]], phase: str) -> Cond:
-    if not podview.init_containers(pod) or any_regular_started(apps):
-        return True, "", ""
-    by_name = {s["name"]: s for s in inits}
+def initialized(pod: PodView, inits: Statuses, apps: Statuses, phase: str) -> Condition:
+    if not pod.init_containers or any_regular_started(apps):
+        return TRUE
+    by_name = {s.name: s for s in inits}
     unknown, incomplete = [], []
-    for c in podview.init_containers(pod):
-        n = str(c.get("name"))
-        s = by_name.get(n)
+    for c in pod.init_containers:
+        s = by_name.get(c.name)
         if s is None:
-            unknown.append(n)
-        elif podview.is_sidecar(c):
-            if not s.get("started"):
-                incomplete.append(n)
-        elif "terminated" not in s["state"] or s["state"]["terminated"]["exitCode"] != 0:
-            incomplete.append(n)
+            unknown.append(c.name)
+        elif c.is_sidecar:
+            if not s.started:
+                incomplete.append(c.name)
+        elif not isinstance(s.state, Terminated) or s.state.exit_code != 0:
+            incomplete.append(c.name)
     if phase == "Succeeded" and not unknown:
-        return False, "PodCompleted", ""
+        return Condition(False, "PodCompleted")
     return _listed("ContainersNotInitialized", unknown, "incomplete", incomplete)
 
 
-def _condition(ctype: str, c: Cond, old: Mapping[str, Mapping[str, Any]], now: float, gen: Any) -> dict[str, Any]:
-    status = "True" if c[0] else "False"
+def _condition(
+    ctype: str, c: Condition, old: Mapping[str, Mapping[str, Any]], now: float, gen: int | None
+) -> dict[str, Any]:
+    status = "True" if c.status else "False"
     prev = old.get(ctype)
     since = prev.get("lastTransitionTime") if prev and prev.get("status") == status else None
     out: dict[str, Any] = {"type": ctype}
     if gen is not None:
         out["observedGeneration"] = gen
     out.update({"status": status, "lastProbeTime": None, "lastTransitionTime": since or rfc3339(now)})
-    if c[1]:
-        out["reason"] = c[1]
-    if c[2]:
-        out["message"] = c[2]
+    if c.reason:
+        out["reason"] = c.reason
+    if c.message:
+        out["message"] = c.message
     return out
 
 
 def compute_status(inp: StatusInputs) -> dict[str, Any]:
     pod = inp.pod
     old = inp.old or {}
-    api_status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+    api_status = pod.api_status
     inits, apps = container_statuses(inp)
     phase = get_phase(pod, inits, apps, inp.pod_is_terminal)
     reason = message = ""
-    old_phase = old.get("phase") or (api_status or {}).get("phase")
+    old_phase = old.get("phase") or api_status.get("phase")
     if inp.override is not None:
         phase, reason, message = inp.override
     elif old_phase in TERMINAL_PHASES and phase not in TERMINAL_PHASES:
         phase = str(old_phase)  # a terminal phase never goes back
         reason, message = str(old.get("reason", "")), str(old.get("message", ""))
 
-    gen = podview.meta(pod).get("generation")
-    old_conds = {str(c.get("type")): c for c in old.get("conditions") or [] if isinstance(c, dict)}
+    gen = pod.generation
+    old_conds = {str(c.get("type")): c for c in old.get("conditions") or []}
     foreign = [
         c
-        for c in (api_status or {}).get("conditions") or []
+        for c in api_status.get("conditions") or []
         if isinstance(c, dict) and c.get("type") not in OWNED_CONDITIONS
     ]
-    sandbox_needed, _ = inp.state.sandbox_changed(podview.host_network(pod))
+    sandbox_needed, _ = inp.state.sandbox_changed(pod.host_network)
     cr = containers_ready(pod, inits, apps, phase)
     conditions = [
-        _condition("PodReadyToStartContainers", (not sandbox_needed, "", ""), old_conds, inp.now, gen),
+        _condition("PodReadyToStartContainers", Condition(not sandbox_needed), old_conds, inp.now, gen),
         _condition("Initialized", initialized(pod, inits, apps, phase), old_conds, inp.now, gen),
         _condition("Ready", pod_ready(pod, cr, foreign), old_conds, inp.now, gen),
         _condition("ContainersReady", cr, old_conds, inp.now, gen),
-        _condition("PodScheduled", (True, "", ""), old_conds, inp.now, gen),
+        _condition("PodScheduled", TRUE, old_conds, inp.now, gen),
         *foreign,
     ]
     status: dict[str, Any] = {}
@@ -377,15 +465,15 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
         status["podIP"], status["podIPs"] = old["podIP"], old.get("podIPs", [{"ip": old["podIP"]}])
     status["startTime"] = old.get("startTime") or rfc3339(inp.now)
     if inits:
-        status["initContainerStatuses"] = inits
-    status["containerStatuses"] = apps
+        status["initContainerStatuses"] = [s.render() for s in inits]
+    status["containerStatuses"] = [s.render() for s in apps]
     if inp.qos_class:
         status["qosClass"] = inp.qos_class
     return status
 
 
 def _pod_ip(inp: StatusInputs) -> str:
-    if podview.host_network(inp.pod):
+    if inp.pod.host_network:
         return inp.host_ip
     sb = inp.state.sandbox
     return sb.ip if sb is not None else ""

@@ -14,10 +14,9 @@ from cri.runtime import Runtime
 from cri.types import ContainerState, ContainerStatus
 from minikubelet import events as ev
 from minikubelet.api.expansion import EnvSourceError
-from minikubelet.base import podview
 from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration
-from minikubelet.base.podview import Container, Pod
+from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
@@ -54,42 +53,42 @@ class Containers:
         self._host_ip = host_ip
         self.allocatable: Mapping[str, Fraction] = allocatable or {}  # for resourceFieldRef without a limit
 
-    def _fail_start(self, pod: Pod, c: Container, st: PodSyncState, reason: str, message: str,
+    def _fail_start(self, view: PodView, c: ContainerView, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
-        name = str(c.get("name"))
-        st.reasons[name] = (reason, message)
-        self._recorder.pod_event(pod, "Warning", ev.FAILED, event_message or f"Error: {reason}", name)
-        self._metrics.started_containers_errors.labels(podview.container_kind(pod, name) or "container", reason).inc()
+        st.reasons[c.name] = (reason, message)
+        self._recorder.pod_event(view.raw, "Warning", ev.FAILED, event_message or f"Error: {reason}", c.name)
+        self._metrics.started_containers_errors.labels(c.kind, reason).inc()
         return False
 
-    async def start(self, pod: Pod, c: Container, state: PodRuntimeState, st: PodSyncState,
+    async def start(self, view: PodView, c: ContainerView, state: PodRuntimeState, st: PodSyncState,
                     reported: dict[str, Any] | None) -> bool:
         """Start one container in the pod's sandbox; False when it did not start (the reason is in `st`)."""
-        name = str(c.get("name"))
-        uid = podview.uid(pod)
+        name = c.name
+        uid = view.uid
+        pod = view.raw
         latest = state.latest(name)
         # Upstream doBackOff: a container that exited recently waits out its backoff.
         if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
-            key = backoff_key(pod, c)
+            key = backoff_key(view, c)
             if self._backoff.in_backoff_since(key, latest.finished_at):
                 delay = self._backoff.get(key)
                 st.reasons[name] = (
                     "CrashLoopBackOff",
-                    f"back-off {go_duration(delay)} restarting failed container={name} pod={podview.format_pod(pod)}",
+                    f"back-off {go_duration(delay)} restarting failed container={name} pod={view.format_pod}",
                 )
                 self._recorder.pod_event(
                     pod, "Warning", ev.BACKOFF,
-                    f"Back-off restarting failed container {name} in pod {podview.format_pod(pod)}", name,
+                    f"Back-off restarting failed container {name} in pod {view.format_pod}", name,
                 )
                 st.wake_no_later_than(self._clock.monotonic() + self._backoff.remaining(key, latest.finished_at) + 0.05)
                 return False
             self._backoff.next(key, latest.finished_at)
 
-        image = await self._images.ensure_image(pod, uid, c, st)
+        image = await self._images.ensure_image(view, c, st)
         if not image.ok:
             if image.failure is not None:
                 reason, message = image.failure
-                return self._fail_start(pod, c, st, reason, message, f"Error: {reason}")
+                return self._fail_start(view, c, st, reason, message, f"Error: {reason}")
             return False
 
         restart_count = restart_count_of(latest) + 1 if latest is not None else 0
@@ -100,15 +99,15 @@ class Containers:
         try:
             if st.volume_paths is None:
                 st.volume_paths = setup_volumes(pod, self._root_dir)
-            mounts = container_mounts(c, st.volume_paths)
+            mounts = container_mounts(dict(c.raw), st.volume_paths)
         except (VolumeError, OSError) as e:
-            return self._fail_start(pod, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
+            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
         tlog = termination_log_path(self._root_dir, uid, name, restart_count)
         try:
             _create_empty_file(tlog)
         except OSError as e:
-            return self._fail_start(pod, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
-        resources = self.cgroups.container_resources(pod, c) if self.cgroups else None
+            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
+        resources = self.cgroups.container_resources(view, c) if self.cgroups else None
         pod_ip = sandbox.ip or self._host_ip
         field_values = {
             "status.podIP": pod_ip,
@@ -118,38 +117,36 @@ class Containers:
         }
         try:
             cfg = container_config(
-                pod, c, restart_count=restart_count, mounts=mounts, field_values=field_values,
+                view, c, restart_count=restart_count, mounts=mounts, field_values=field_values,
                 resources=resources, termination_log_host_path=tlog, image_stop_signal=image.stop_signal,
                 allocatable=self.allocatable,
             )
         except EnvSourceError as e:
-            return self._fail_start(pod, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
-        cgroup_parent = self.cgroups.cgroup_parent(pod) if self.cgroups else ""
-        scfg = sandbox_config(pod, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent)
+            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
+        cgroup_parent = self.cgroups.cgroup_parent(view) if self.cgroups else ""
+        scfg = sandbox_config(view, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent)
         try:
             cid = await self._runtime.create_container(sandbox.id, cfg, scfg)
         except CreateContainerError as e:
-            return self._fail_start(pod, c, st, "CreateContainerError", str(e), f"Error: {e}")
+            return self._fail_start(view, c, st, "CreateContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.CREATED, "Container created", name)
         try:
             await self._runtime.start_container(cid)
         except (StartContainerError, NotFoundError) as e:
-            return self._fail_start(pod, c, st, "RunContainerError", str(e), f"Error: {e}")
+            return self._fail_start(view, c, st, "RunContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.STARTED, "Container started", name)
-        self._metrics.started_containers.labels(podview.container_kind(pod, name) or "container").inc()
+        self._metrics.started_containers.labels(c.kind).inc()
 
-        lifecycle = c.get("lifecycle") if isinstance(c.get("lifecycle"), dict) else {}
-        post_start = lifecycle.get("postStart") if isinstance(lifecycle, dict) else None
-        if isinstance(post_start, dict):
+        if c.post_start:
             try:
-                await run_hook(post_start, runtime=self._runtime, clock=self._clock, container_id=cid, container=c,
-                               pod_ip=pod_ip, pod_desc=podview.format_pod(pod))
+                await run_hook(dict(c.post_start), runtime=self._runtime, clock=self._clock, container_id=cid,
+                               container=c, pod_ip=pod_ip, pod_desc=view.format_pod)
             except HookError as e:
                 # upstream startContainer: the event and the waiting reason carry the hook's message, and the
                 # container is killed as any other (its preStop hook runs too)
                 self._recorder.pod_event(pod, "Warning", ev.FAILED_POST_START_HOOK, str(e), name)
                 status = await self._runtime.container_status(cid)
-                await self.kill(pod, status, podview.grace_period(pod), pod_ip, "FailedPostStartHook")
+                await self.kill(view, status, view.grace_period, pod_ip, "FailedPostStartHook")
                 st.reasons[name] = ("PostStartHookError", str(e))
                 return False
         st.reasons.pop(name, None)
@@ -157,7 +154,7 @@ class Containers:
 
     async def kill(
         self,
-        pod: Pod,
+        view: PodView,
         status: ContainerStatus,
         grace: int,
         pod_ip: str,
@@ -168,20 +165,21 @@ class Containers:
     ) -> None:
         """Run preStop (within the grace), wait for this container's turn, then stop it (SIGKILL at the deadline)."""
         name = name_of(status)
-        c = podview.find_container(pod, name)
+        pod = view.raw
+        c = view.find(name)
         self._recorder.pod_event(pod, "Normal", ev.KILLING, message or f"Stopping container {name}", name)
         clock = self._clock
         start = clock.monotonic()
         end = deadline if deadline is not None else start + grace
-        lifecycle = c.get("lifecycle") if c is not None and isinstance(c.get("lifecycle"), dict) else {}
-        pre_stop = lifecycle.get("preStop") if isinstance(lifecycle, dict) else None
+        pre_stop = c.pre_stop if c is not None else None
         hook: asyncio.Task[None] | None = None
-        if isinstance(pre_stop, dict) and grace > 0 and status.state is ContainerState.RUNNING:
+        if pre_stop and c is not None and grace > 0 and status.state is ContainerState.RUNNING:
             # upstream executePreStopHook: wait for the hook at most the grace period; the hook is not
             # stopped then, it ends with the container (and its failure is reported without details,
             # so that secrets do not leak into events)
-            hook = asyncio.create_task(run_hook(pre_stop, runtime=self._runtime, clock=clock, container_id=status.id,
-                                                container=c or {}, pod_ip=pod_ip, pod_desc=podview.format_pod(pod)))
+            hook = asyncio.create_task(run_hook(dict(pre_stop), runtime=self._runtime, clock=clock,
+                                                container_id=status.id, container=c, pod_ip=pod_ip,
+                                                pod_desc=view.format_pod))
             remaining = max(end - clock.monotonic(), 0.0)
             sleeper = asyncio.create_task(clock.sleep(remaining))
             try:
@@ -205,7 +203,7 @@ class Containers:
             if hook is not None:
                 await self._finish_pre_stop(pod, name, hook)
 
-    async def _finish_pre_stop(self, pod: Pod, name: str, hook: asyncio.Task[None]) -> None:
+    async def _finish_pre_stop(self, pod: dict[str, Any], name: str, hook: asyncio.Task[None]) -> None:
         if not hook.done():
             # the container is gone, so an exec hook ends at once; anything else is not waited for
             done, _ = await asyncio.wait({hook}, timeout=PRESTOP_SETTLE)
@@ -216,10 +214,11 @@ class Containers:
         if not hook.cancelled() and hook.exception() is not None:
             self._recorder.pod_event(pod, "Warning", ev.FAILED_PRE_STOP_HOOK, "PreStopHook failed", name)
 
-    async def create_sandbox(self, pod: Pod, attempt: int, st: PodSyncState) -> str:
+    async def create_sandbox(self, view: PodView, attempt: int, st: PodSyncState) -> str:
         """Pod cgroup, volumes, then the sandbox; '' when any of them failed (an Event says why)."""
+        pod = view.raw
         try:
-            cgroup_parent = self.cgroups.ensure_pod(pod) if self.cgroups else ""
+            cgroup_parent = self.cgroups.ensure_pod(view) if self.cgroups else ""
         except Exception as e:  # cgroup failures must fail the pod, never run it unlimited
             self._sandbox_failed(pod, st, f"failed to create pod cgroup: {e}")
             return ""
@@ -230,14 +229,14 @@ class Containers:
             st.wake_no_later_than(self._clock.monotonic() + 10.0)
             return ""
         resources = self.cgroups.sandbox_resources() if self.cgroups else None
-        cfg = sandbox_config(pod, attempt, self._pod_logs_dir, cgroup_parent, resources)
+        cfg = sandbox_config(view, attempt, self._pod_logs_dir, cgroup_parent, resources)
         try:
             return str(await self._runtime.run_pod_sandbox(cfg))
         except RuntimeError_ as e:
             self._sandbox_failed(pod, st, str(e))
             return ""
 
-    def _sandbox_failed(self, pod: Pod, st: PodSyncState, message: str) -> None:
+    def _sandbox_failed(self, pod: dict[str, Any], st: PodSyncState, message: str) -> None:
         self._recorder.pod_event(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {message}")
         st.wake_no_later_than(self._clock.monotonic() + 10.0)
 

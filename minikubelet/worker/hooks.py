@@ -14,6 +14,7 @@ import aiohttp
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.base.goformat import go_list, go_quote
+from minikubelet.base.podview import ContainerView
 from probes.addresses import PortError, join_host_port, resolve_port
 
 HTTP_HOOK_TIMEOUT = 10.0  # the kubelet's HTTP client for hooks: no overall timeout, but a 10 s connect
@@ -29,12 +30,12 @@ async def run_hook(
     runtime: Runtime,
     clock: Clock,
     container_id: str,
-    container: dict[str, Any],
+    container: ContainerView,
     pod_ip: str,
     pod_desc: str,
 ) -> None:
     """Run one handler; raises HookError with the kubelet's message on failure. `pod_desc`: format.Pod(pod)."""
-    name = go_quote(str(container.get("name", "")))
+    name = go_quote(container.name)
     where = f"for Container {name} in Pod {go_quote(pod_desc)}"
     if isinstance(handler.get("exec"), dict):
         cmd = [str(x) for x in handler["exec"].get("command") or []]
@@ -48,7 +49,7 @@ async def run_hook(
         hg = handler["httpGet"]
         path = str(hg.get("path") or "")
         try:
-            port = resolve_port(hg.get("port"), container)
+            port = resolve_port(hg.get("port"), container.ports)
         except PortError as e:
             raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
         host = str(hg.get("host") or pod_ip)

@@ -12,7 +12,7 @@ from cri.runtime import ImageService
 from minikubelet import events as ev
 from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration_ms
-from minikubelet.base.podview import Container, Pod
+from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.worker.backoff import Backoff
@@ -39,13 +39,12 @@ class ImagePuller:
         self._clock = clock
 
     @staticmethod
-    def key(pod_uid: str, c: Container) -> str:
-        return f"{pod_uid}_{c.get('image')}"
+    def key(pod_uid: str, c: ContainerView) -> str:
+        return f"{pod_uid}_{c.image}"
 
-    async def ensure_image(self, pod: Pod, uid: str, c: Container, st: PodSyncState) -> ImageResult:
-        name = str(c.get("name"))
-        image = str(c.get("image"))
-        policy = str(c.get("imagePullPolicy") or "IfNotPresent")
+    async def ensure_image(self, view: PodView, c: ContainerView, st: PodSyncState) -> ImageResult:
+        pod, uid, name, image = view.raw, view.uid, c.name, c.image
+        policy = c.image_pull_policy or "IfNotPresent"
         present = await self._images.image_status(image)
         if present is not None and policy != "Always":
             self._recorder.pod_event(
@@ -87,7 +86,7 @@ class ImagePuller:
         )
         return ImageResult(True, info.stop_signal if info is not None else "")
 
-    def backoff_remaining(self, uid: str, c: Container, st: PodSyncState) -> float:
+    def backoff_remaining(self, uid: str, c: ContainerView, st: PodSyncState) -> float:
         key = self.key(uid, c)
         failure = st.image_errors.get(key)
         return self._backoff.remaining(key, failure.at) if failure is not None else 0.0

@@ -7,17 +7,13 @@ Backoff is checked when a start is executed, as upstream does, via `restart_allo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from cri.types import ContainerState, ContainerStatus
-from minikubelet.base import podview
-from minikubelet.base.podview import Pod
+from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.runtime.state import PodRuntimeState, hash_of
 from minikubelet.worker.backoff import pod_key_prefix
-
-# Probe results as the planner sees them: container id -> "success" | "failure" | "unknown".
-ProbeResults = Mapping[str, str]
+from probes.result import ProbeResults, Result
 
 REASON_LIVENESS = "LivenessProbe"
 REASON_STARTUP = "StartupProbe"
@@ -53,24 +49,18 @@ class PodActions:
         )
 
 
-@dataclass(frozen=True)
-class ProbeView:
-    startup: ProbeResults = field(default_factory=dict)
-    liveness: ProbeResults = field(default_factory=dict)
-
-
-def should_container_be_restarted(c: podview.Container, pod: Pod, state: PodRuntimeState) -> bool:
+def should_container_be_restarted(c: ContainerView, pod: PodView, state: PodRuntimeState) -> bool:
     """Upstream ShouldContainerBeRestarted for regular containers."""
-    if podview.meta(pod).get("deletionTimestamp"):
+    if pod.deletion_timestamp:
         return False
-    status = state.latest(str(c.get("name")))
+    status = state.latest(c.name)
     if status is None:
         return True
     if status.state is ContainerState.RUNNING:
         return False
     if status.state in (ContainerState.UNKNOWN, ContainerState.CREATED):
         return True
-    policy = podview.restart_policy(pod)
+    policy = pod.restart_policy
     if policy == "Never":
         return False
     if policy == "OnFailure" and status.exit_code == 0:
@@ -78,9 +68,9 @@ def should_container_be_restarted(c: podview.Container, pod: Pod, state: PodRunt
     return True
 
 
-def _container_changed(c: podview.Container, status: ContainerStatus) -> bool:
+def _container_changed(c: ContainerView, status: ContainerStatus) -> bool:
     h = hash_of(status)
-    return bool(h) and h != podview.container_hash(c)
+    return bool(h) and h != c.spec_hash
 
 
 def _succeeded(state: PodRuntimeState, name: str) -> bool:
@@ -94,12 +84,12 @@ def _init_failed(status: ContainerStatus) -> bool:
     return status.state is ContainerState.UNKNOWN
 
 
-def _any_regular_created(pod: Pod, state: PodRuntimeState) -> bool:
-    return any(state.latest(str(c.get("name"))) is not None for c in podview.app_containers(pod))
+def _any_regular_created(pod: PodView, state: PodRuntimeState) -> bool:
+    return any(state.latest(c.name) is not None for c in pod.app_containers)
 
 
-def compute_pod_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView) -> PodActions:
-    create, attempt = state.sandbox_changed(podview.host_network(pod))
+def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResults) -> PodActions:
+    create, attempt = state.sandbox_changed(pod.host_network)
     sandbox = state.sandbox
     actions = PodActions(
         kill_pod=create and bool(state.sandboxes),
@@ -107,23 +97,23 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView) -> 
         sandbox_id=sandbox.id if sandbox else "",
         attempt=attempt,
     )
-    inits = podview.init_containers(pod)
+    inits = pod.init_containers
     if create:
-        if not podview.should_restart_on_failure(pod) and attempt != 0 and state.containers:
+        if not pod.should_restart_on_failure and attempt != 0 and state.containers:
             actions.create_sandbox = False
             actions.kill_pod = True
             return actions
         to_start = [
-            str(c.get("name"))
-            for c in podview.app_containers(pod)
-            if not (podview.restart_policy(pod) == "OnFailure" and _succeeded(state, str(c.get("name"))))
+            c.name
+            for c in pod.app_containers
+            if not (pod.restart_policy == "OnFailure" and _succeeded(state, c.name))
         ]
         if not to_start and _any_regular_created(pod, state):
             actions.create_sandbox = False
             actions.kill_pod = True
             return actions
         if inits:
-            actions.init_to_start = [str(inits[0].get("name"))]
+            actions.init_to_start = [inits[0].name]
             return actions
         actions.containers_to_start = to_start
         return actions
@@ -133,8 +123,8 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView) -> 
         return actions
 
     keep = 0
-    for c in podview.app_containers(pod):
-        cname = str(c.get("name"))
+    for c in pod.app_containers:
+        cname = c.name
         status = state.latest(cname)
         if status is None or status.state is not ContainerState.RUNNING:
             if should_container_be_restarted(c, pod, state):
@@ -145,14 +135,14 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView) -> 
                         REASON_UNKNOWN,
                     )
             continue
-        restart = podview.should_restart_on_failure(pod)
+        restart = pod.should_restart_on_failure
         if _container_changed(c, status):
             message = f"Container {cname} definition changed"
             reason = ""
             restart = True
-        elif probes.liveness.get(status.id) == "failure":
+        elif probes.liveness.get(status.id) is Result.FAILURE:
             message, reason = f"Container {cname} failed liveness probe", REASON_LIVENESS
-        elif probes.startup.get(status.id) == "failure":
+        elif probes.startup.get(status.id) is Result.FAILURE:
             message, reason = f"Container {cname} failed startup probe", REASON_STARTUP
         else:
             keep += 1
@@ -168,18 +158,18 @@ def compute_pod_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView) -> 
     return actions
 
 
-def _compute_init_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView, actions: PodActions) -> bool:
-    inits = podview.init_containers(pod)
+def _compute_init_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResults, actions: PodActions) -> bool:
+    inits = pod.init_containers
     if not inits:
         return True
     initialized = False
-    for c in podview.app_containers(pod):
-        s = state.latest(str(c.get("name")))
+    for c in pod.app_containers:
+        s = state.latest(c.name)
         if s is not None and s.state in (ContainerState.CREATED, ContainerState.RUNNING):
             initialized = True
             break
     previously = initialized
-    restart_on_failure = podview.should_restart_on_failure(pod)
+    restart_on_failure = pod.should_restart_on_failure
     last = len(inits) - 1
     saw_status = False
 
@@ -187,8 +177,8 @@ def _compute_init_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView, a
     # furthest one the runtime still knows is the reliable progress marker.
     for i in range(last, -1, -1):
         c = inits[i]
-        cname = str(c.get("name"))
-        sidecar = podview.is_sidecar(c)
+        cname = c.name
+        sidecar = c.is_sidecar
         status = state.latest(cname)
         if status is None:
             if previously and sidecar:
@@ -202,7 +192,7 @@ def _compute_init_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView, a
             actions.init_to_start.append(cname)
         elif status.state is ContainerState.RUNNING:
             if sidecar:
-                _sidecar_running(pod, c, i, status, probes, actions, previously, inits)
+                _sidecar_running(c, i, status, probes, actions, previously, inits)
                 if i == last and _sidecar_started(c, status, probes):
                     initialized = True
         elif status.state is ContainerState.EXITED:
@@ -217,7 +207,7 @@ def _compute_init_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView, a
             elif i == last:
                 initialized = True
             else:
-                actions.init_to_start.append(str(inits[i + 1].get("name")))
+                actions.init_to_start.append(inits[i + 1].name)
         else:
             if not sidecar and not restart_on_failure:
                 actions.kill_pod = True
@@ -232,53 +222,51 @@ def _compute_init_actions(pod: Pod, state: PodRuntimeState, probes: ProbeView, a
             break
 
     if not saw_status and not previously:
-        actions.init_to_start.append(str(inits[0].get("name")))
+        actions.init_to_start.append(inits[0].name)
     return initialized
 
 
-def _sidecar_started(c: podview.Container, status: ContainerStatus, probes: ProbeView) -> bool:
-    if podview.probe(c, "startup") is None:
+def _sidecar_started(c: ContainerView, status: ContainerStatus, probes: ProbeResults) -> bool:
+    if c.startup_probe is None:
         return True
-    return probes.startup.get(status.id) == "success"
+    return probes.startup.get(status.id) is Result.SUCCESS
 
 
 def _sidecar_running(
-    pod: Pod,
-    c: podview.Container,
+    c: ContainerView,
     i: int,
     status: ContainerStatus,
-    probes: ProbeView,
+    probes: ProbeResults,
     actions: PodActions,
     previously: bool,
-    inits: list[podview.Container],
+    inits: tuple[ContainerView, ...],
 ) -> None:
-    cname = str(c.get("name"))
-    if podview.probe(c, "startup") is not None:
+    cname = c.name
+    if c.startup_probe is not None:
         result = probes.startup.get(status.id)
-        if result is None or result == "unknown":
+        if result is None or result is Result.UNKNOWN:
             return
-        if result == "failure":
+        if result is Result.FAILURE:
             actions.containers_to_kill[status.id] = KillContainer(
                 status.id, cname, f"Init container {cname} failed startup probe", REASON_STARTUP
             )
             actions.init_to_start.append(cname)
             return
     if i != len(inits) - 1 and not previously:
-        actions.init_to_start.append(str(inits[i + 1].get("name")))
+        actions.init_to_start.append(inits[i + 1].name)
     if _container_changed(c, status):
         actions.containers_to_kill[status.id] = KillContainer(
             status.id, cname, f"Init container {cname} definition changed"
         )
         actions.init_to_start.append(cname)
         return
-    if podview.probe(c, "liveness") is not None and probes.liveness.get(status.id) == "failure":
+    if c.liveness_probe is not None and probes.liveness.get(status.id) is Result.FAILURE:
         actions.containers_to_kill[status.id] = KillContainer(
             status.id, cname, f"Init container {cname} failed liveness probe", REASON_LIVENESS
         )
         actions.init_to_start.append(cname)
 
 
-def backoff_key(pod: Pod, c: podview.Container) -> str:
+def backoff_key(pod: PodView, c: ContainerView) -> str:
     """Upstream getStableKey: pod name, namespace, uid, container name and spec hash."""
-    prefix = pod_key_prefix(podview.name(pod), podview.namespace(pod), podview.uid(pod))
-    return f"{prefix}{c.get('name')}_{podview.container_hash(c)}"
+    return f"{pod_key_prefix(pod.name, pod.namespace, pod.uid)}{c.name}_{c.spec_hash}"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from cri.types import ContainerStatus
-from minikubelet.base.podview import Pod
+from minikubelet.base.podview import PodView
 from probes.manager import ProbeManager
-from probes.result import ProbeKind
+from probes.result import ProbeKind, ProbeResults, Result
+
+__all__ = ["ManagerProbeSource", "ProbeResults"]
 
 
 class ManagerProbeSource:
@@ -14,7 +16,7 @@ class ManagerProbeSource:
     def __init__(self, manager: ProbeManager) -> None:
         self.manager = manager
 
-    def update_pod(self, pod: Pod, pod_ip: str, running: dict[str, ContainerStatus]) -> None:
+    def update_pod(self, pod: PodView, pod_ip: str, running: dict[str, ContainerStatus]) -> None:
         self.manager.update_pod(
             pod, pod_ip, {name: c.id for name, c in running.items()},
             {name: c.started_at for name, c in running.items() if c.started_at},
@@ -26,13 +28,17 @@ class ManagerProbeSource:
     def remove_pod(self, uid: str) -> None:
         self.manager.remove_pod(uid)
 
-    def results(self, uid: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
-        by_kind: dict[ProbeKind, dict[str, str]] = {k: {} for k in ProbeKind}
+    def results(self, uid: str) -> ProbeResults:
+        by_kind: dict[ProbeKind, dict[str, Result]] = {k: {} for k in ProbeKind}
         cache = self.manager.results
         for pod_uid, name, kind in cache.keys():
             if pod_uid != uid:
                 continue
             entry = cache.get(pod_uid, name, kind)
             if entry is not None:
-                by_kind[kind][entry.container_id] = entry.result.value
-        return by_kind[ProbeKind.STARTUP], by_kind[ProbeKind.LIVENESS], by_kind[ProbeKind.READINESS]
+                by_kind[kind][entry.container_id] = entry.result
+        return ProbeResults(
+            startup=by_kind[ProbeKind.STARTUP],
+            liveness=by_kind[ProbeKind.LIVENESS],
+            readiness=by_kind[ProbeKind.READINESS],
+        )

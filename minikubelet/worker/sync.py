@@ -12,9 +12,8 @@ from cri.errors import RuntimeError_
 from cri.runtime import Runtime
 from cri.types import LABEL_POD_UID, ContainerState
 from minikubelet import events as ev
-from minikubelet.base import podview
 from minikubelet.base.clock import Clock
-from minikubelet.base.podview import Pod
+from minikubelet.base.podview import PodView
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
@@ -31,12 +30,12 @@ from minikubelet.worker.planner import (
     REASON_STARTUP,
     KillContainer,
     PodActions,
-    ProbeView,
     backoff_key,
     compute_pod_actions,
 )
 from minikubelet.worker.pod_state import PodSyncState
 from minikubelet.worker.termination_order import TerminationOrdering
+from probes.result import ProbeResults
 
 log = logging.getLogger("minikubelet.worker.sync")
 
@@ -73,40 +72,37 @@ class PodSyncer:
         )
         return PodRuntimeState(uid, list(sandboxes), list(containers))
 
-    def _probe_view(self, uid: str) -> tuple[ProbeView, dict[str, str]]:
-        if self._probes is None:
-            return ProbeView(), {}
-        startup, liveness, readiness = self._probes.results(uid)
-        return ProbeView(startup=startup, liveness=liveness), readiness
+    def _probe_results(self, uid: str) -> ProbeResults:
+        return self._probes.results(uid) if self._probes is not None else ProbeResults()
 
     # --- SyncPod ----------------------------------------------------------------------------
-    async def sync_pod(self, pod: Pod, st: PodSyncState) -> KillPodOptions | None:
+    async def sync_pod(self, view: PodView, st: PodSyncState) -> KillPodOptions | None:
         """Make the runtime match the spec. Returns how to terminate the pod once it must stop, else None."""
-        uid = podview.uid(pod)
+        uid = view.uid
+        pod = view.raw
         state = await self.observe(uid)
         reported = self._statuses.get_pod_status(uid)
         if reported is not None and reported.get("phase") in ("Succeeded", "Failed"):
-            await self.publish(pod, state, st, terminal=False)
+            await self.publish(view, state, st, terminal=False)
             return KillPodOptions()
-        if self._deadline_exceeded(pod, st, reported):
+        if self._deadline_exceeded(view, st, reported):
             # upstream's active-deadline handler overrides the phase before the conditions are generated
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
-        probes, _ = self._probe_view(uid)
-        actions = compute_pod_actions(pod, state, probes)
+        actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:
-            await self._execute(pod, actions, state, st)
+            await self._execute(view, actions, state, st)
             state = await self.observe(uid)
-        status = await self.publish(pod, state, st, terminal=False)
-        self._after_sync(pod, state, st, status)
+        status = await self.publish(view, state, st, terminal=False)
+        self._after_sync(view, state, st)
         if status.get("phase") in ("Succeeded", "Failed"):
             return KillPodOptions()
         return None
 
-    def _deadline_exceeded(self, pod: Pod, st: PodSyncState, reported: dict[str, Any] | None) -> bool:
-        ads = podview.spec(pod).get("activeDeadlineSeconds")
-        if not isinstance(ads, int) or isinstance(ads, bool) or ads <= 0 or reported is None:
+    def _deadline_exceeded(self, view: PodView, st: PodSyncState, reported: dict[str, Any] | None) -> bool:
+        ads = view.active_deadline_seconds
+        if ads is None or ads <= 0 or reported is None:
             return False
         start = reported.get("startTime")
         if not start:
@@ -118,82 +114,81 @@ class PodSyncer:
             return False
         return True
 
-    def _after_sync(self, pod: Pod, state: PodRuntimeState, st: PodSyncState, status: dict[str, Any]) -> None:
+    def _after_sync(self, view: PodView, state: PodRuntimeState, st: PodSyncState) -> None:
         # Wake when a crash-loop backoff or an image backoff expires.
-        uid = podview.uid(pod)
+        uid = view.uid
         now = self._clock.monotonic()
-        for c in podview.init_containers(pod) + podview.app_containers(pod):
-            latest = state.latest(str(c.get("name")))
+        for c in view.containers:
+            latest = state.latest(c.name)
             if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
-                rem = self._backoff.remaining(backoff_key(pod, c), latest.finished_at)
+                rem = self._backoff.remaining(backoff_key(view, c), latest.finished_at)
                 if rem > 0:
                     st.wake_no_later_than(now + rem + 0.05)
             rem = self._images.backoff_remaining(uid, c, st)
             if rem > 0:
                 st.wake_no_later_than(now + rem + 0.05)
 
-    async def _execute(self, pod: Pod, actions: PodActions, state: PodRuntimeState, st: PodSyncState) -> None:
-        uid = podview.uid(pod)
+    async def _execute(self, view: PodView, actions: PodActions, state: PodRuntimeState, st: PodSyncState) -> None:
+        uid = view.uid
         if actions.kill_pod:
-            await self.kill_pod(pod, state, podview.grace_period(pod))
+            await self.kill_pod(view, state, view.grace_period)
             if actions.create_sandbox and state.sandboxes:
-                self._recorder.pod_event(pod, "Normal", ev.SANDBOX_CHANGED,
+                self._recorder.pod_event(view.raw, "Normal", ev.SANDBOX_CHANGED,
                                          "Pod sandbox changed, it will be killed and re-created.")
             state = await self.observe(uid)
         else:
-            await self._kill_listed(pod, actions.containers_to_kill, state)
+            await self._kill_listed(view, actions.containers_to_kill, state)
         if actions.create_sandbox:
-            if not await self.containers.create_sandbox(pod, actions.attempt, st):
+            if not await self.containers.create_sandbox(view, actions.attempt, st):
                 return
             state = await self.observe(uid)
         if state.sandbox is None:
             return
         reported = self._statuses.get_pod_status(uid)
         for name in actions.init_to_start:
-            c = podview.find_container(pod, name)
+            c = view.find(name)
             if c is None:
                 continue
-            ok = await self.containers.start(pod, c, state, st, reported)
-            if not ok and not podview.is_sidecar(c):
+            ok = await self.containers.start(view, c, state, st, reported)
+            if not ok and not c.is_sidecar:
                 return
         for name in actions.containers_to_start:
-            c = podview.find_container(pod, name)
+            c = view.find(name)
             if c is not None:
-                await self.containers.start(pod, c, state, st, reported)
+                await self.containers.start(view, c, state, st, reported)
 
-    async def _kill_listed(self, pod: Pod, kills: dict[str, KillContainer], state: PodRuntimeState) -> None:
+    async def _kill_listed(self, view: PodView, kills: dict[str, KillContainer], state: PodRuntimeState) -> None:
         if not kills:
             return
         by_id = {c.id: c for c in state.containers}
-        pod_ip = self._pod_ip(pod)
+        pod_ip = self._pod_ip(view.uid)
         await asyncio.gather(
             *(
-                self.containers.kill(pod, by_id[k.container_id], kill_grace_period(pod, k), pod_ip, k.message, reason=k.reason)
+                self.containers.kill(view, by_id[k.container_id], kill_grace_period(view, k), pod_ip, k.message,
+                                     reason=k.reason)
                 for k in kills.values()
                 if k.container_id in by_id
             )
         )
 
     # --- status ---------------------------------------------------------------------------
-    async def publish(self, pod: Pod, state: PodRuntimeState, st: PodSyncState, terminal: bool,
+    async def publish(self, view: PodView, state: PodRuntimeState, st: PodSyncState, terminal: bool,
                       status_fn: PodStatusFn | None = None) -> dict[str, Any]:
-        uid = podview.uid(pod)
-        await self._fill_log_fallbacks(pod, state, st)
+        uid = view.uid
+        await self._fill_log_fallbacks(view, state, st)
         if self._probes is not None and state.sandbox is not None and not terminal:
             running = {name_of(c): c for c in state.running()}
-            self._probes.update_pod(pod, state.sandbox.ip or self._host_ip, running)
-        probes, readiness = self._probe_view(uid)
+            self._probes.update_pod(view, state.sandbox.ip or self._host_ip, running)
         cgroups = self.cgroups
         status = compute_status(
             StatusInputs(
-                pod=pod,
+                pod=view,
                 state=state,
                 now=self._clock.now(),
                 host_ip=self._host_ip,
-                qos_class=cgroups.qos_class(pod) if cgroups else "",
+                qos_class=cgroups.qos_class(view) if cgroups else "",
                 reasons=dict(st.reasons),
-                startup=probes.startup,
-                readiness=readiness,
+                probes=self._probe_results(uid),
                 termination_messages=self._termination_messages(uid, state, st),
                 old=self._statuses.get_pod_status(uid),
                 pod_is_terminal=terminal,
@@ -202,7 +197,7 @@ class PodSyncer:
         )
         if status_fn is not None:
             status_fn(status)
-        self._statuses.set_pod_status(pod, status)
+        self._statuses.set_pod_status(view.raw, status)
         if not st.start_recorded and status.get("phase") == "Running":
             st.start_recorded = True
             if st.first_seen >= 0:
@@ -227,13 +222,13 @@ class PodSyncer:
                 out[c.id] = st.log_fallbacks[c.id]
         return out
 
-    async def _fill_log_fallbacks(self, pod: Pod, state: PodRuntimeState, st: PodSyncState) -> None:
+    async def _fill_log_fallbacks(self, view: PodView, state: PodRuntimeState, st: PodSyncState) -> None:
         """FallbackToLogsOnError: a failed container with an empty termination log reports its log tail."""
         for status in state.containers:
             if status.state is not ContainerState.EXITED or status.exit_code == 0 or status.id in st.log_fallbacks:
                 continue
-            c = podview.find_container(pod, name_of(status))
-            if c is None or c.get("terminationMessagePolicy") != "FallbackToLogsOnError":
+            c = view.find(name_of(status))
+            if c is None or c.termination_message_policy != "FallbackToLogsOnError":
                 continue
             try:
                 data = await self._runtime.container_logs(status.id, tail=FALLBACK_LOG_LINES)
@@ -241,26 +236,26 @@ class PodSyncer:
                 continue
             st.log_fallbacks[status.id] = data[-FALLBACK_LOG_BYTES:].decode(errors="replace")
 
-    def _pod_ip(self, pod: Pod) -> str:
-        reported = self._statuses.get_pod_status(podview.uid(pod))
+    def _pod_ip(self, uid: str) -> str:
+        reported = self._statuses.get_pod_status(uid)
         if reported and reported.get("podIP"):
             return str(reported["podIP"])
         return self._host_ip
 
     # --- termination ----------------------------------------------------------------------
-    async def kill_pod(self, pod: Pod, state: PodRuntimeState, grace: int) -> None:
+    async def kill_pod(self, view: PodView, state: PodRuntimeState, grace: int) -> None:
         """Stop every container (regular first, sidecars last in reverse order), then the sandbox."""
         clock = self._clock
         deadline = clock.monotonic() + grace
         live = [c for c in state.containers if c.state in (ContainerState.RUNNING, ContainerState.CREATED)]
-        order = TerminationOrdering([str(c.get("name")) for c in podview.sidecars(pod)], (name_of(c) for c in live))
-        pod_ip = self._pod_ip(pod)
+        order = TerminationOrdering([c.name for c in view.sidecars], (name_of(c) for c in live))
+        pod_ip = self._pod_ip(view.uid)
 
         async def stop(c: Any) -> None:
             name = name_of(c)
             waits = bool(order.waits_for(name))
             try:
-                await self.containers.kill(pod, c, grace, pod_ip, deadline=deadline,
+                await self.containers.kill(view, c, grace, pod_ip, deadline=deadline,
                                            wait_turn=(lambda: order.wait_for_turn(name)) if waits else None)
             finally:
                 order.container_terminated(name)
@@ -269,7 +264,7 @@ class PodSyncer:
             await asyncio.gather(*(stop(c) for c in live))
         if live and clock.monotonic() > deadline + 2 + EXCEEDED_GRACE_SLACK:
             # SIGKILL is sent at the deadline (plus the 2 s minimum), so only a stuck runtime gets here.
-            self._recorder.pod_event(pod, "Warning", ev.EXCEEDED_GRACE_PERIOD,
+            self._recorder.pod_event(view.raw, "Warning", ev.EXCEEDED_GRACE_PERIOD,
                                      "Container runtime did not kill the pod within specified grace period.")
         for sb in state.sandboxes:
             try:
@@ -277,31 +272,32 @@ class PodSyncer:
             except RuntimeError_ as e:
                 log.warning("stop sandbox failed", extra={"kv": {"sandbox": sb.id, "err": str(e)}})
         if self._probes is not None:
-            self._probes.remove_pod(podview.uid(pod))
+            self._probes.remove_pod(view.uid)
 
-    async def sync_terminating_pod(self, pod: Pod, st: PodSyncState, grace: int, status_fn: PodStatusFn | None) -> None:
+    async def sync_terminating_pod(self, view: PodView, st: PodSyncState, grace: int,
+                                   status_fn: PodStatusFn | None) -> None:
         """Kill everything the pod runs within `grace`, then write its final status."""
-        uid = podview.uid(pod)
-        log.info("terminating pod", extra={"kv": {"pod": podview.format_pod(pod), "grace": grace}})
+        uid = view.uid
+        log.info("terminating pod", extra={"kv": {"pod": view.format_pod, "grace": grace}})
         if self._probes is not None:
             self._probes.stop_liveness_and_startup(uid)
         state = await self.observe(uid)
-        await self.kill_pod(pod, state, grace)
+        await self.kill_pod(view, state, grace)
         state = await self.observe(uid)
-        await self.publish(pod, state, st, terminal=True, status_fn=status_fn)
+        await self.publish(view, state, st, terminal=True, status_fn=status_fn)
 
-    async def sync_terminated_pod(self, pod: Pod, st: PodSyncState, status_fn: PodStatusFn | None) -> None:
+    async def sync_terminated_pod(self, view: PodView, st: PodSyncState, status_fn: PodStatusFn | None) -> None:
         """A terminated pod that is still wanted: nothing may run again; keep its status current."""
-        uid = podview.uid(pod)
+        uid = view.uid
         state = await self.observe(uid)
         if state.running() or any(s.state.name == "READY" for s in state.sandboxes):
-            await self.kill_pod(pod, state, podview.grace_period(pod))
+            await self.kill_pod(view, state, view.grace_period)
             state = await self.observe(uid)
-        await self.publish(pod, state, st, terminal=True, status_fn=status_fn)
+        await self.publish(view, state, st, terminal=True, status_fn=status_fn)
 
-    async def cleanup(self, pod: Pod) -> None:
+    async def cleanup(self, view: PodView) -> None:
         """The pod is gone from every source: remove its containers, sandboxes, volumes, cgroup and backoff."""
-        uid = podview.uid(pod)
+        uid = view.uid
         state = await self.observe(uid)
         for c in state.containers:
             await self._runtime.remove_container(c.id)
@@ -314,22 +310,21 @@ class PodSyncer:
                 cgroups.remove_pod(uid)
             except Exception as e:  # a busy cgroup is retried by the orphan sweep
                 log.warning("pod cgroup removal failed", extra={"kv": {"uid": uid, "err": str(e)}})
-        self._backoff.forget_prefix(pod_key_prefix(podview.name(pod), podview.namespace(pod), uid))
+        self._backoff.forget_prefix(pod_key_prefix(view.name, view.namespace, uid))
         self._images.forget_pod(uid)
         self._statuses.remove_pod(uid)
 
 
-def kill_grace_period(pod: Pod, k: KillContainer) -> int:
+def kill_grace_period(view: PodView, k: KillContainer) -> int:
     """Upstream setTerminationGracePeriod: the deletion's grace first; else a probe-level grace when a
     liveness/startup probe failure is the reason; else the pod's terminationGracePeriodSeconds."""
-    meta = podview.meta(pod)
-    deletion = meta.get("deletionGracePeriodSeconds")
+    deletion = view.raw.get("metadata", {}).get("deletionGracePeriodSeconds")
     if isinstance(deletion, int) and not isinstance(deletion, bool):
         return deletion
-    if k.reason in (REASON_LIVENESS, REASON_STARTUP):
-        c = podview.find_container(pod, k.name)
-        p = podview.probe(c, "liveness" if k.reason == REASON_LIVENESS else "startup") if c else None
-        pg = p.get("terminationGracePeriodSeconds") if p else None
-        if isinstance(pg, int) and not isinstance(pg, bool) and pg >= 0:
+    c = view.find(k.name)
+    if c is not None and k.reason in (REASON_LIVENESS, REASON_STARTUP):
+        probe = c.probe("liveness" if k.reason == REASON_LIVENESS else "startup")
+        pg = probe.termination_grace_period_seconds if probe is not None else None
+        if pg is not None and pg >= 0:
             return pg
-    return podview.grace_period(pod)
+    return view.grace_period

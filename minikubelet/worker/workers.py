@@ -17,7 +17,7 @@ from collections.abc import Callable
 from cri.errors import RuntimeError_
 from minikubelet.base import podview
 from minikubelet.base.clock import Clock
-from minikubelet.base.podview import Pod
+from minikubelet.base.podview import Pod, PodView
 from minikubelet.metrics import Metrics
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
 from minikubelet.worker.pod_state import PodSyncState
@@ -32,7 +32,8 @@ class PodWorker:
     def __init__(self, pod: Pod, syncer: PodSyncer, clock: Clock, metrics: Metrics, resync_period: float = 10.0,
                  adopted: bool = False) -> None:
         self.pod = pod
-        self.uid = podview.uid(pod)
+        self.view = PodView.of(pod)  # built once per pod version
+        self.uid = self.view.uid
         self._syncer = syncer
         self._clock = clock
         self._metrics = metrics
@@ -53,14 +54,15 @@ class PodWorker:
 
     def update(self, pod: Pod) -> None:
         """A new version of the same pod (same uid). Ignored once the pod is terminating."""
-        if self.lifecycle is PodLifecycle.SYNCING and self._kill is None:
+        if self.lifecycle is PodLifecycle.SYNCING and self._kill is None and pod is not self.pod:
             self.pod = pod
+            self.view = PodView.of(pod)
         self.wake()
 
     def kill(self, opts: KillPodOptions | None = None) -> None:
         """Terminate the pod (grace: the override, else the pod's own); a shorter grace given later wins."""
         opts = opts or KillPodOptions()
-        grace = podview.grace_period(self.pod) if opts.grace_override is None else opts.grace_override
+        grace = self.view.grace_period if opts.grace_override is None else opts.grace_override
         if self._grace is None or grace < self._grace:
             self._grace = grace
         if self._kill is None or (opts.status_fn is not None and self._kill.status_fn is None):
@@ -86,7 +88,7 @@ class PodWorker:
         return self._removed
 
     def start(self) -> asyncio.Task[None]:
-        self.task = asyncio.create_task(self.run(), name=f"pod-worker-{podview.full_name(self.pod)}")
+        self.task = asyncio.create_task(self.run(), name=f"pod-worker-{self.view.full_name}")
         return self.task
 
     # --- the loop -------------------------------------------------------------------------
@@ -98,10 +100,10 @@ class PodWorker:
                 if await self._step():
                     return
             except RuntimeError_ as e:
-                log.warning("pod sync failed", extra={"kv": {"pod": podview.format_pod(self.pod), "err": str(e)}})
+                log.warning("pod sync failed", extra={"kv": {"pod": self.view.format_pod, "err": str(e)}})
                 self.st.wake_no_later_than(self._clock.monotonic() + SYNC_ERROR_RETRY)
             except Exception:
-                log.exception("pod sync crashed", extra={"kv": {"pod": podview.format_pod(self.pod)}})
+                log.exception("pod sync crashed", extra={"kv": {"pod": self.view.format_pod}})
                 self.st.wake_no_later_than(self._clock.monotonic() + SYNC_ERROR_RETRY)
             self._metrics.pod_worker_duration.labels(op).observe(time.monotonic() - t0)
             await self._wait()
@@ -118,21 +120,21 @@ class PodWorker:
             self.lifecycle = PodLifecycle.TERMINATING
         if self.lifecycle is PodLifecycle.TERMINATING:
             assert self._kill is not None and self._grace is not None
-            await self._syncer.sync_terminating_pod(self.pod, self.st, self._grace, self._kill.status_fn)
+            await self._syncer.sync_terminating_pod(self.view, self.st, self._grace, self._kill.status_fn)
             self.lifecycle = PodLifecycle.TERMINATED
             if not self._removed:
                 return False
         if self._removed:
-            await self._syncer.cleanup(self.pod)
+            await self._syncer.cleanup(self.view)
             return True
         status_fn = self._kill.status_fn if self._kill is not None else None
-        await self._syncer.sync_terminated_pod(self.pod, self.st, status_fn)
+        await self._syncer.sync_terminated_pod(self.view, self.st, status_fn)
         return False
 
     async def _sync(self) -> KillPodOptions | None:
         """SyncPod, cancelled when a kill arrives meanwhile (upstream cancels the sync's context), so a hung
         postStart hook or image pull never keeps a deleted pod alive."""
-        self._sync_task = asyncio.ensure_future(self._syncer.sync_pod(self.pod, self.st))
+        self._sync_task = asyncio.ensure_future(self._syncer.sync_pod(self.view, self.st))
         try:
             return await self._sync_task
         except asyncio.CancelledError:

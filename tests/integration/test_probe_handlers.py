@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from cri.docker import DockerRuntime
 from cri.types import LABEL_POD_UID, ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import RealClock
+from minikubelet.base.podview import PodView
 from probes.exec import probe_exec
 from probes.grpc import probe_grpc
 from probes.manager import ProbeManager
@@ -108,9 +109,12 @@ async def test_manager_end_to_end_liveness_exec_and_readiness_http(runtime: Dock
         }]},
     }
     events: list[str] = []
+
+    def record(pod: dict[str, Any], etype: str, reason: str, message: str, container: str = "") -> None:
+        events.append(f"{reason}: {message}")
+
     changed = asyncio.Event()
-    manager = ProbeManager(runtime, RealClock(), CollectorRegistry(), lambda uid: changed.set(),
-                           events=lambda p, c, t, r, m: events.append(f"{r}: {m}"))
+    manager = ProbeManager(runtime, RealClock(), CollectorRegistry(), lambda uid: changed.set(), events=record)
 
     async def wait_for(condition: Callable[[], bool]) -> bool | None:
         changed.clear()
@@ -120,7 +124,7 @@ async def test_manager_end_to_end_liveness_exec_and_readiness_http(runtime: Dock
         return None
 
     try:
-        manager.update_pod(spec, pod.ip, {"app": app}, {"app": time.time()})
+        manager.update_pod(PodView.of(spec), pod.ip, {"app": app}, {"app": time.time()})
         await eventually(lambda: wait_for(lambda: manager.readiness(pod.uid, "app")), 10)
         try:
             await eventually(lambda: wait_for(lambda: manager.liveness_failed(pod.uid, "app", app) is not None), 15)

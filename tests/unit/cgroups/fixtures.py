@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from minikubelet.base.podview import PodView
+
 
 def ctr(
     name: str = "c",
@@ -26,7 +28,12 @@ def sidecar(name: str, req: dict[str, str] | None = None, lim: dict[str, str] | 
     return ctr(name, req, lim, restart_policy="Always")
 
 
-def pod(
+def pod(containers: list[dict[str, Any]], init: list[dict[str, Any]] | None = None, **kw: Any) -> PodView:
+    """The view the cgroups rules take, over `pod_dict`."""
+    return PodView.of(pod_dict(containers, init, **kw))
+
+
+def pod_dict(
     containers: list[dict[str, Any]],
     init: list[dict[str, Any]] | None = None,
     uid: str = "11111111-2222-3333-4444-555555555555",

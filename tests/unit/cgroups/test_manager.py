@@ -10,6 +10,7 @@ from cgroups.driver import ResourceConfig
 from cgroups.manager import CgroupManager, pod_resource_config
 from cgroups.naming import Naming
 from cgroups.v2 import CgroupV2Driver
+from minikubelet.base.podview import PodView
 from tests.unit.cgroups.fixtures import ctr, pod
 
 UID_G = "aaaaaaaa-0000-0000-0000-000000000001"
@@ -39,7 +40,7 @@ def make(
     return CgroupManager(driver, naming, CAPACITY, RESERVED, EVICTION, list(enforce), cgroup_root="/mkl")
 
 
-def pods() -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
+def pods() -> tuple[PodView, PodView, PodView]:
     guaranteed = pod([ctr("a", G, G)], uid=UID_G)
     burstable = pod(
         [ctr("a", {"cpu": "250m", "memory": "64Mi"}, {"memory": "128Mi"}), ctr("b", {"cpu": "1"})], uid=UID_B

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cgroups.oom import clamp_oom_score_adj, container_oom_score_adj, detect_min_oom_score_adj
+from minikubelet.base.podview import PodView
 from tests.unit.cgroups.fixtures import ctr, pod, sidecar
 
 CAPACITY = 8_000_000_000  # upstream policy_test.go standardMemoryAmount
@@ -18,7 +18,7 @@ def mem(value: str) -> dict[str, str]:
     return {"memory": value}
 
 
-CASES: list[tuple[str, dict[str, Any], str, int]] = [
+CASES: list[tuple[str, PodView, str, int]] = [
     ("guaranteed", pod([ctr("a", G, G)]), "a", -997),
     ("best-effort", pod([ctr("a")]), "a", 1000),
     # 1000 - 1000*4e9/8e9 = 500
@@ -91,7 +91,7 @@ CASES: list[tuple[str, dict[str, Any], str, int]] = [
 
 
 @pytest.mark.parametrize(("case", "p", "name", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_container_oom_score_adj(case: str, p: dict[str, Any], name: str, expected: int) -> None:
+def test_container_oom_score_adj(case: str, p: PodView, name: str, expected: int) -> None:
     assert container_oom_score_adj(p, name, CAPACITY) == expected
 
 

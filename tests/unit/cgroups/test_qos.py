@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from cgroups.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, compute_qos_class, qos_class
-from tests.unit.cgroups.fixtures import ctr, pod, sidecar
+from minikubelet.base.podview import PodView
+from tests.unit.cgroups.fixtures import ctr, pod, pod_dict, sidecar
 
 G = {"cpu": "100m", "memory": "100Mi"}
 
-CASES: list[tuple[str, dict[str, Any], str]] = [
+CASES: list[tuple[str, PodView, str]] = [
     ("guaranteed", pod([ctr("a", G, G)]), GUARANTEED),
     ("guaranteed-guaranteed", pod([ctr("a", G, G), ctr("b", G, G)]), GUARANTEED),
     ("limits only: requests default from limits", pod([ctr("a", None, G)]), GUARANTEED),
@@ -39,19 +38,19 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
 
 
 @pytest.mark.parametrize(("case", "p", "expected"), CASES, ids=[c[0] for c in CASES])
-def test_compute_qos_class(case: str, p: dict[str, Any], expected: str) -> None:
+def test_compute_qos_class(case: str, p: PodView, expected: str) -> None:
     assert compute_qos_class(p) == expected
 
 
 def test_ephemeral_containers_are_ignored() -> None:
-    p = pod([ctr("a", G, G)])
+    p = pod_dict([ctr("a", G, G)])
     p["spec"]["ephemeralContainers"] = [{"name": "debug", "image": "busybox"}]
-    assert compute_qos_class(p) == GUARANTEED
+    assert compute_qos_class(PodView.of(p)) == GUARANTEED
 
 
 def test_qos_class_prefers_the_api_servers_status() -> None:
-    p = pod([ctr("a", G, G)])
+    p = pod_dict([ctr("a", G, G)])
     p["status"] = {"qosClass": BURSTABLE}
-    assert qos_class(p) == BURSTABLE
+    assert qos_class(PodView.of(p)) == BURSTABLE
     p["status"] = {"qosClass": ""}
-    assert qos_class(p) == GUARANTEED
+    assert qos_class(PodView.of(p)) == GUARANTEED

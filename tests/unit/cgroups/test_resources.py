@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
 
 import pytest
 
 from cgroups.resources import pod_limits, pod_requests
+from minikubelet.base.podview import PodView
 from minikubelet.base.quantity import parse_quantity
 from tests.unit.cgroups.fixtures import ctr, pod, sidecar
 
@@ -16,7 +16,7 @@ def q(s: str) -> Fraction:
     return parse_quantity(s)
 
 
-REQUEST_CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
+REQUEST_CASES: list[tuple[str, PodView, dict[str, str]]] = [
     (
         "sum of app containers",
         pod([ctr("a", {"cpu": "1"}), ctr("b", {"cpu": "2", "memory": "1Gi"})]),
@@ -68,11 +68,11 @@ REQUEST_CASES: list[tuple[str, dict[str, Any], dict[str, str]]] = [
 
 
 @pytest.mark.parametrize(("case", "p", "expected"), REQUEST_CASES, ids=[c[0] for c in REQUEST_CASES])
-def test_pod_requests(case: str, p: dict[str, Any], expected: dict[str, str]) -> None:
+def test_pod_requests(case: str, p: PodView, expected: dict[str, str]) -> None:
     assert pod_requests(p) == {k: q(v) for k, v in expected.items()}
 
 
-LIMIT_CASES: list[tuple[str, dict[str, Any], dict[str, str | None]]] = [
+LIMIT_CASES: list[tuple[str, PodView, dict[str, str | None]]] = [
     (
         "all limited",
         pod([ctr("a", None, {"cpu": "1", "memory": "1Gi"}), ctr("b", None, {"cpu": "1", "memory": "1Gi"})]),
@@ -118,5 +118,5 @@ LIMIT_CASES: list[tuple[str, dict[str, Any], dict[str, str | None]]] = [
 
 
 @pytest.mark.parametrize(("case", "p", "expected"), LIMIT_CASES, ids=[c[0] for c in LIMIT_CASES])
-def test_pod_limits(case: str, p: dict[str, Any], expected: dict[str, str | None]) -> None:
+def test_pod_limits(case: str, p: PodView, expected: dict[str, str | None]) -> None:
     assert pod_limits(p) == {k: (None if v is None else q(v)) for k, v in expected.items()}

@@ -1,6 +1,7 @@
 import pytest
 
-from minikubelet.cm.pod_cgroups import CgroupSetupError, build_pod_cgroups
+from minikubelet.base.podview import PodView
+from minikubelet.cm.pod_cgroups import CgroupSetupError, PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig
 
 
@@ -13,11 +14,25 @@ def test_refuses_when_docker_uses_another_cgroup_driver() -> None:
 
 def test_without_cgroups_per_qos_only_computes_limits() -> None:
     pc = build_pod_cgroups(KubeletConfig(cgroups_per_qos=False), "cgroupfs", lambda: [])
-    pod = {"metadata": {"uid": "u"}, "spec": {"containers": [
+    pod = PodView.of({"metadata": {"uid": "u"}, "spec": {"containers": [
         {"name": "a", "resources": {"limits": {"cpu": "200m", "memory": "32Mi"},
-                                     "requests": {"cpu": "200m", "memory": "32Mi"}}}]}}
+                                     "requests": {"cpu": "200m", "memory": "32Mi"}}}]}})
     assert pc.ensure_pod(pod) == "" and pc.qos_class(pod) == "Guaranteed"
-    r = pc.container_resources(pod, pod["spec"]["containers"][0])
+    r = pc.container_resources(pod, pod.container("a"))
     assert r is not None
     assert (r.cpu_shares, r.cpu_quota, r.cpu_period, r.memory_limit_bytes) == (204, 20000, 100000, 32 * 2**20)
     assert r.oom_score_adj >= pc.min_oom_score_adj
+
+
+def test_active_pods_views_are_built_once_per_pod_version() -> None:
+    a = {"metadata": {"uid": "a"}, "spec": {"containers": [{"name": "c"}]}}
+    b = {"metadata": {"uid": "b"}, "spec": {"containers": [{"name": "c"}]}}
+    active = [a, b]
+    pc = PodCgroups(None, 2**30, -1000, lambda: active)
+    first = pc._active_views()
+    assert [v.uid for v in first] == ["a", "b"]
+    assert all(x is y for x, y in zip(pc._active_views(), first, strict=True))
+    a2 = {"metadata": {"uid": "a"}, "spec": {"containers": [{"name": "c", "image": "new"}]}}
+    active[:] = [a2]
+    (view,) = pc._active_views()
+    assert view is not first[0] and view.container("c").image == "new"

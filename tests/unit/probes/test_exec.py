@@ -11,9 +11,10 @@ from aiohttp import web
 from cri.errors import NotFoundError
 from cri.runtime import RuntimeService
 from cri.types import ExecResult
+from minikubelet.base.podview import ContainerView, ProbeSpec
 from probes.exec import probe_exec
 from probes.prober import run_probe
-from probes.result import MAX_OUTPUT_BYTES, Result
+from probes.result import MAX_OUTPUT_BYTES, ProbeOutcome, Result
 
 
 class ExecRuntime:
@@ -69,10 +70,17 @@ def _container(**extra: Any) -> dict[str, Any]:
     return {"name": "app", "ports": [{"name": "http", "containerPort": 0}], **extra}
 
 
+async def dispatch(
+    rt: RuntimeService, spec: dict[str, Any], container: dict[str, Any], pod_ip: str
+) -> ProbeOutcome:
+    """run_probe over the views of a probe spec and its container, as the manager calls it."""
+    return await run_probe(rt, ProbeSpec.of(spec), ContainerView.of(container), pod_ip, "cid")
+
+
 async def test_dispatch_exec_uses_timeout_seconds() -> None:
     fake = ExecRuntime(ExecResult(0))
     spec = {"exec": {"command": ["true"]}, "timeoutSeconds": 7}
-    outcome = await run_probe(runtime(fake), spec, _container(), "10.0.0.1", "cid")
+    outcome = await dispatch(runtime(fake), spec, _container(), "10.0.0.1")
     assert outcome.result is Result.SUCCESS
     assert fake.calls == [("cid", ["true"], 7.0)]
 
@@ -99,7 +107,7 @@ async def test_dispatch_http_named_port_and_pod_ip(http_port: tuple[int, list[st
     port, seen = http_port
     container = {"name": "app", "ports": [{"name": "web", "containerPort": port}]}
     spec = {"httpGet": {"path": "/healthz", "port": "web", "scheme": "HTTP"}, "timeoutSeconds": 1}
-    outcome = await run_probe(runtime(ExecRuntime()), spec, container, "127.0.0.1", "cid")
+    outcome = await dispatch(runtime(ExecRuntime()), spec, container, "127.0.0.1")
     assert outcome.result is Result.SUCCESS
     assert seen == [f"127.0.0.1:{port}"]
 
@@ -107,17 +115,17 @@ async def test_dispatch_http_named_port_and_pod_ip(http_port: tuple[int, list[st
 async def test_dispatch_tcp_numeric_string_port(http_port: tuple[int, list[str]]) -> None:
     port, _ = http_port
     spec = {"tcpSocket": {"port": str(port)}, "timeoutSeconds": 1}
-    outcome = await run_probe(runtime(ExecRuntime()), spec, _container(), "127.0.0.1", "cid")
+    outcome = await dispatch(runtime(ExecRuntime()), spec, _container(), "127.0.0.1")
     assert outcome.result is Result.SUCCESS
 
 
 @pytest.mark.parametrize("port", ["metrics", 0, 70000])
 async def test_dispatch_bad_port_is_unknown(port: object) -> None:
     spec = {"tcpSocket": {"port": port}, "timeoutSeconds": 1}
-    outcome = await run_probe(runtime(ExecRuntime()), spec, _container(), "127.0.0.1", "cid")
+    outcome = await dispatch(runtime(ExecRuntime()), spec, _container(), "127.0.0.1")
     assert outcome.result is Result.UNKNOWN
 
 
 async def test_dispatch_without_action_is_unknown() -> None:
-    outcome = await run_probe(runtime(ExecRuntime()), {"timeoutSeconds": 1}, _container(), "127.0.0.1", "cid")
+    outcome = await dispatch(runtime(ExecRuntime()), {"timeoutSeconds": 1}, _container(), "127.0.0.1")
     assert outcome.result is Result.UNKNOWN

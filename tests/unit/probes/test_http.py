@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from minikubelet.base.podview import ProbeSpec
 from probes.http import probe_headers, probe_http, probe_url
 from probes.result import MAX_OUTPUT_BYTES, Result
+
+
+def spec_headers(*headers: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The (name, value) pairs a probe spec's httpHeaders become."""
+    return ProbeSpec.of({"httpGet": {"port": 80, "httpHeaders": list(headers)}}).http_headers
 
 
 class Server:
@@ -116,14 +122,14 @@ async def test_default_headers(server: Server) -> None:
 
 async def test_spec_headers_host_and_user_agent_override(server: Server) -> None:
     headers = probe_headers(
-        [
+        spec_headers(
             {"name": "X-Custom-Header", "value": "Awesome"},
             {"name": "X-Multi", "value": "a"},
             {"name": "X-Multi", "value": "b"},
             {"name": "Host", "value": "example.test"},
             {"name": "user-agent", "value": "mine/1"},
             {"name": "Accept", "value": ""},
-        ]
+        )
     )
     await probe_http(url(server, "/status/200"), headers, 1)
     seen = server.headers[0]
@@ -148,7 +154,7 @@ async def test_same_host_redirect_is_followed(server: Server) -> None:
 
 
 async def test_relative_redirect_keeps_custom_host_header(server: Server) -> None:
-    headers = probe_headers([{"name": "Host", "value": "example.test"}])
+    headers = probe_headers(spec_headers({"name": "Host", "value": "example.test"}))
     outcome = await probe_http(url(server, "/redirect?to=/status/200"), headers, 1)
     assert outcome.result is Result.SUCCESS
     assert [h["host"] for h in server.headers] == [["example.test"], ["example.test"]]

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 from cri.runtime import RuntimeService
 from cri.types import ExecResult
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.podview import Pod, PodView
 from probes.manager import ProbeManager
 from probes.result import ProbeKind
 
@@ -62,8 +63,12 @@ class Env:
         self.events: list[tuple[str, str, str, str]] = []
         self.manager = ProbeManager(
             cast(RuntimeService, self.runtime), self.clock, self.registry, self.changes.append,
-            events=lambda pod, c, t, r, m: self.events.append((c, t, r, m)), rng=lambda: rng_value,
+            events=self.record, rng=lambda: rng_value,
         )
+
+    def record(self, pod: Pod, etype: str, reason: str, message: str, container: str = "") -> None:
+        assert pod["metadata"]["uid"] == "u1"
+        self.events.append((container, etype, reason, message))
 
 
 @pytest.fixture
@@ -87,7 +92,7 @@ async def test_workers_only_for_running_app_containers_and_sidecars(env: Env) ->
         ephemeralContainers=[{"name": "debug", "livenessProbe": probe("eph")}],
     )
     ids = {"init": "i1", "side": "s1", "app": "a1", "stopped": None, "plain": "p1", "debug": "d1"}
-    env.manager.update_pod(pod, "10.0.0.5", ids, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", ids, {})
     assert env.manager.worker_keys() == {
         ("u1", "side", ProbeKind.READINESS),
         ("u1", "app", ProbeKind.LIVENESS),
@@ -97,9 +102,9 @@ async def test_workers_only_for_running_app_containers_and_sidecars(env: Env) ->
 
 async def test_no_probes_means_started_and_ready_while_running(env: Env) -> None:
     pod = make_pod(containers=[{"name": "app"}])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     assert env.manager.started("u1", "app") and env.manager.readiness("u1", "app")
-    env.manager.update_pod(pod, "10.0.0.5", {"app": None}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": None}, {})
     assert not env.manager.started("u1", "app")
     assert not env.manager.readiness("u1", "app")
 
@@ -112,7 +117,7 @@ async def test_startup_gates_the_other_probes_and_readiness_follows_at_once(env:
         "livenessProbe": probe("live"),
         "readinessProbe": probe("ready", periodSeconds=30),
     }])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {"app": env.clock.now()})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {"app": env.clock.now()})
     await settle()
     await advance(env.clock, 20)
     assert env.runtime.times("start") == [0.0, 10.0, 20.0]
@@ -138,7 +143,7 @@ async def test_startup_gates_the_other_probes_and_readiness_follows_at_once(env:
 async def test_liveness_failure_is_reported_with_kill_message_and_events(env: Env) -> None:
     env.runtime.exit_codes["live"] = 3
     pod = make_pod(containers=[{"name": "app", "livenessProbe": probe("live")}])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {"app": env.clock.now()})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {"app": env.clock.now()})
     await settle()
     await advance(env.clock, 10)
     assert env.manager.liveness_failed("u1", "app", "a1") is None
@@ -156,7 +161,7 @@ async def test_liveness_failure_is_reported_with_kill_message_and_events(env: En
     env.runtime.exit_codes["live"] = 0
     await advance(env.clock, 30)
     assert len(env.runtime.times("live")) == 3
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a2"}, {"app": env.clock.now()})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a2"}, {"app": env.clock.now()})
     assert env.manager.liveness_failed("u1", "app", "a2") is None
     await advance(env.clock, 10)
     assert [cid for _, cid, _ in env.runtime.calls][-1] == "a2"
@@ -164,10 +169,10 @@ async def test_liveness_failure_is_reported_with_kill_message_and_events(env: En
 
 async def test_container_stop_stops_workers_and_restart_starts_them(env: Env) -> None:
     pod = make_pod(containers=[{"name": "app", "readinessProbe": probe("ready")}])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     await settle()
     assert env.manager.readiness("u1", "app")
-    env.manager.update_pod(pod, "10.0.0.5", {"app": None}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": None}, {})
     await settle()
     assert env.manager.worker_keys() == set()
     assert env.manager.results.get("u1", "app", ProbeKind.READINESS) is None
@@ -175,7 +180,7 @@ async def test_container_stop_stops_workers_and_restart_starts_them(env: Env) ->
     calls = len(env.runtime.calls)
     await advance(env.clock, 30)
     assert len(env.runtime.calls) == calls
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a2"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a2"}, {})
     assert not env.manager.readiness("u1", "app")  # Failure until the new container's first probe
     await settle()
     assert env.manager.readiness("u1", "app")
@@ -184,11 +189,11 @@ async def test_container_stop_stops_workers_and_restart_starts_them(env: Env) ->
 async def test_deletion_stops_liveness_and_startup_but_keeps_readiness(env: Env) -> None:
     pod = make_pod(containers=[{"name": "app", "startupProbe": probe("start"), "livenessProbe": probe("live"),
                                 "readinessProbe": probe("ready")}])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     await settle()
     assert len(env.manager.worker_keys()) == 3
     pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z"
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     assert env.manager.worker_keys() == {("u1", "app", ProbeKind.READINESS)}
     env.runtime.exit_codes["live"] = 1
     await advance(env.clock, 50)
@@ -198,7 +203,7 @@ async def test_deletion_stops_liveness_and_startup_but_keeps_readiness(env: Env)
 
 async def test_remove_pod_drops_everything(env: Env) -> None:
     pod = make_pod(containers=[{"name": "app", "readinessProbe": probe("ready")}])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     await settle()
     env.manager.remove_pod("u1")
     await settle()
@@ -210,7 +215,7 @@ async def test_remove_pod_drops_everything(env: Env) -> None:
 async def test_metrics_count_results_and_forget_stopped_workers(env: Env) -> None:
     env.runtime.exit_codes["ready"] = 1
     pod = make_pod(containers=[{"name": "app", "readinessProbe": probe("ready")}])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     await settle()
     await advance(env.clock, 10)
     env.runtime.exit_codes["ready"] = 0
@@ -228,7 +233,7 @@ async def test_metrics_count_results_and_forget_stopped_workers(env: Env) -> Non
 async def test_unknown_results_emit_errored_events_and_do_not_kill(env: Env) -> None:
     pod = make_pod(containers=[{"name": "app", "ports": [], "livenessProbe": {
         **probe("x"), "exec": None, "tcpSocket": {"port": "missing"}, "failureThreshold": 1}}])
-    env.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    env.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     await settle()
     await advance(env.clock, 20)
     assert env.manager.liveness_failed("u1", "app", "a1") is None
@@ -243,13 +248,13 @@ async def test_unknown_results_emit_errored_events_and_do_not_kill(env: Env) -> 
 async def test_jitter_only_right_after_the_agent_starts() -> None:
     e = Env(rng_value=0.5)
     pod = make_pod(containers=[{"name": "app", "readinessProbe": probe("ready")}])
-    e.manager.update_pod(pod, "10.0.0.5", {"app": "a1"}, {})
+    e.manager.update_pod(PodView.of(pod), "10.0.0.5", {"app": "a1"}, {})
     await settle()
     await advance(e.clock, 10)
     assert e.runtime.times("ready") == [5.0]
     pod2 = make_pod(containers=[{"name": "late", "readinessProbe": probe("ready")}])
     pod2["metadata"]["uid"] = "u2"
-    e.manager.update_pod(pod2, "10.0.0.6", {"late": "l1"}, {})
+    e.manager.update_pod(PodView.of(pod2), "10.0.0.6", {"late": "l1"}, {})
     await settle()
     assert e.runtime.calls[-1] == (10.0, "l1", "ready")  # no jitter once the agent is a period old
     await e.manager.close()

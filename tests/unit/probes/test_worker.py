@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.podview import ProbeSpec
 from probes.result import ProbeKind, ProbeOutcome, Result
 from probes.results import ResultsCache
 from probes.worker import ProbeWorker
@@ -64,7 +65,7 @@ class Harness:
     ) -> ProbeWorker:
         full = {"periodSeconds": 10, "timeoutSeconds": 1, "successThreshold": 1, "failureThreshold": 3,
                 "initialDelaySeconds": 0, **(spec or {})}
-        w = ProbeWorker(kind=kind, pod_uid="uid", container_name="app", spec=full, clock=self.clock,
+        w = ProbeWorker(kind=kind, pod_uid="uid", container_name="app", spec=ProbeSpec.of(full), clock=self.clock,
                         results=self.results, probe=probe, container_id="c1", started_at=self.clock.now(),
                         is_started=started, jitter=jitter)
         self.workers.append(w)

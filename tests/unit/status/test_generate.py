@@ -1,22 +1,41 @@
+from __future__ import annotations
+
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
+from cri.types import ContainerStatus, PodSandboxStatus
+from minikubelet.base.podview import PodView
 from minikubelet.runtime.state import PodRuntimeState
 from minikubelet.status.generate import StatusInputs, compute_status
+from probes.result import ProbeResults, Result
 from tests.fixtures import KUBERNETES
 from tests.unit.factories import T0, c, exited, pod, running, sandbox, sidecar
 
 FIXTURES = KUBERNETES
+S = Result.SUCCESS
 
 
-def status(p, *containers, sandboxes=None, **kw):
+def status(
+    p: dict[str, Any],
+    *containers: ContainerStatus,
+    sandboxes: list[PodSandboxStatus] | None = None,
+    startup: Mapping[str, Result] | None = None,
+    readiness: Mapping[str, Result] | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
     state = PodRuntimeState("uid-1", list(sandboxes if sandboxes is not None else [sandbox()]), list(containers))
-    return compute_status(StatusInputs(pod=p, state=state, now=T0 + 100, host_ip="192.0.2.2", **kw))
+    probes = ProbeResults(startup=startup or {}, readiness=readiness or {})
+    return compute_status(
+        StatusInputs(pod=PodView.of(p), state=state, now=T0 + 100, host_ip="192.0.2.2", probes=probes, **kw)
+    )
 
 
-def cond(s, t):
-    return next(x for x in s["conditions"] if x["type"] == t)
+def cond(s: Mapping[str, Any], t: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(x for x in s["conditions"] if x["type"] == t)
+    return found
 
 
 def test_running_pod_all_conditions_true() -> None:
@@ -101,7 +120,7 @@ def test_unstarted_sidecar_keeps_pod_pending() -> None:
     p = pod([c("app")], inits=[sidecar("side", startupProbe={"exec": {"command": ["x"]}})])
     side = running(p, "side")
     assert status(p, side)["phase"] == "Pending"
-    s = status(p, side, startup={side.id: "success"})
+    s = status(p, side, startup={side.id: S})
     side_status = s["initContainerStatuses"][0]
     assert side_status["started"] and side_status["ready"]
 
@@ -119,12 +138,12 @@ def test_readiness_probe_drives_ready_and_gates() -> None:
     app = running(p, "app")
     s = status(p, app)
     assert not s["containerStatuses"][0]["ready"]  # no result yet reads as failure
-    s = status(p, app, readiness={app.id: "success"})
+    s = status(p, app, readiness={app.id: S})
     assert cond(s, "ContainersReady")["status"] == "True"
     ready = cond(s, "Ready")
     assert ready["status"] == "False" and ready["reason"] == "ReadinessGatesNotReady"
     p["status"] = {"conditions": [{"type": "example.com/gate", "status": "True"}]}
-    s = status(p, app, readiness={app.id: "success"})
+    s = status(p, app, readiness={app.id: S})
     assert cond(s, "Ready")["status"] == "True"
     assert cond(s, "example.com/gate")["status"] == "True"  # conditions the agent does not own are kept
 
@@ -133,12 +152,13 @@ def test_last_transition_time_only_moves_on_change() -> None:
     p = pod([c("app")])
     app = running(p, "app")
     state = PodRuntimeState("uid-1", [sandbox()], [app])
-    first = compute_status(StatusInputs(pod=p, state=state, now=T0))
-    again = compute_status(StatusInputs(pod=p, state=state, now=T0 + 50, old=first))
+    view = PodView.of(p)
+    first = compute_status(StatusInputs(pod=view, state=state, now=T0))
+    again = compute_status(StatusInputs(pod=view, state=state, now=T0 + 50, old=first))
     assert cond(again, "Ready")["lastTransitionTime"] == cond(first, "Ready")["lastTransitionTime"]
     assert again["startTime"] == first["startTime"]
     state2 = PodRuntimeState("uid-1", [sandbox()], [exited(p, "app", 1)])
-    later = compute_status(StatusInputs(pod=p, state=state2, now=T0 + 90, old=again))
+    later = compute_status(StatusInputs(pod=view, state=state2, now=T0 + 90, old=again))
     assert cond(later, "Ready")["lastTransitionTime"] != cond(first, "Ready")["lastTransitionTime"]
 
 
@@ -175,7 +195,7 @@ def test_matches_real_kubelet_crashloop_fixture() -> None:
     side = running(p, "sidecar-logger")
     main = exited(p, "main", 1, restarts=2)
     s = status(p, init, side, main, reasons={"main": ("CrashLoopBackOff", "back-off 20s ...")},
-               readiness={side.id: "success"}, startup={side.id: "success"})
+               readiness={side.id: S}, startup={side.id: S})
     want = fx["status"]
     assert s["phase"] == want["phase"]
     strip = ("lastTransitionTime", "observedGeneration")
@@ -204,3 +224,14 @@ def test_matches_real_kubelet_init_image_pull_fixture() -> None:
             next(x for x in want["conditions"] if x["type"] == t)["message"])
     assert s["initContainerStatuses"][1]["state"] == want["initContainerStatuses"][1]["state"]
     assert s["containerStatuses"][0]["state"] == want["containerStatuses"][0]["state"]
+
+
+def test_last_state_of_a_removed_container_is_kept_from_the_previous_status() -> None:
+    p = pod([c("app")])
+    first = status(p, running(p, "app", restarts=1), exited(p, "app", 3, restarts=0))
+    assert first["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] == 3
+    again = status(p, sandboxes=[], old=first)  # the runtime lost every attempt
+    cs = again["containerStatuses"][0]
+    assert cs["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert cs["restartCount"] == 1
+    assert cs["lastState"] == first["containerStatuses"][0]["lastState"]

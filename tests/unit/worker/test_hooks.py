@@ -12,6 +12,7 @@ from aiohttp import web
 from cri.runtime import Runtime
 from cri.types import ExecResult
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.podview import ContainerView
 from minikubelet.worker.hooks import HookError, run_hook
 
 
@@ -44,7 +45,7 @@ async def test_http_hook_reaches_the_pod_ip_on_a_named_port(server: tuple[list[s
     hits, port = server
     container: dict[str, Any] = {"name": "app", "ports": [{"name": "web", "containerPort": port}]}
     handler = {"httpGet": {"path": "stop?now=1", "port": "web", "httpHeaders": [{"name": "X-Hook", "value": "yes"}]}}
-    await run_hook(handler, runtime=cast(Runtime, None), clock=FakeClock(), container_id="c", container=container,
+    await run_hook(handler, runtime=cast(Runtime, None), clock=FakeClock(), container_id="c", container=ContainerView.of(container),
                    pod_ip=pod_ip, pod_desc="p_default(u)")
     assert hits == ["/stop?now=1|yes"]
 
@@ -53,7 +54,7 @@ async def test_http_hook_answered_with_an_error_status_is_not_a_failure(server: 
     """D9, upstream handlerRunner.runHTTPHandler: only a failed request is an error, not a 4xx/5xx answer."""
     hits, port = server
     await run_hook({"httpGet": {"path": "/status/500", "port": port}}, runtime=cast(Runtime, None),
-                   clock=FakeClock(), container_id="c", container={"name": "app"}, pod_ip="127.0.0.1",
+                   clock=FakeClock(), container_id="c", container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1",
                    pod_desc="p_default(u)")
     assert hits == ["/status/500?|"]
 
@@ -62,7 +63,7 @@ async def test_http_hook_failure_names_the_container_and_pod() -> None:
     """D9, upstream handlerRunner.Run: 'HTTP lifecycle hook (path) for Container "c" in Pod "p" failed - error: ...'."""
     with pytest.raises(HookError) as err:
         await run_hook({"httpGet": {"path": "/x", "port": "nope"}}, runtime=cast(Runtime, None), clock=FakeClock(),
-                       container_id="c", container={"name": "app"}, pod_ip="127.0.0.1", pod_desc="p_default(u)")
+                       container_id="c", container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1", pod_desc="p_default(u)")
     assert str(err.value).startswith('HTTP lifecycle hook (/x) for Container "app" in Pod "p_default(u)" failed - error: ')
     assert "nope" in str(err.value)
 
@@ -84,7 +85,7 @@ async def test_exec_hook_failure_message_and_no_timeout_of_its_own() -> None:
     rt = _ExecOnly()
     with pytest.raises(HookError) as err:
         await run_hook({"exec": {"command": ["sh", "-c", "exit 3"]}}, runtime=cast(Runtime, rt), clock=FakeClock(),
-                       container_id="c1", container={"name": "app"}, pod_ip="", pod_desc="p_default(u)")
+                       container_id="c1", container=ContainerView.of({"name": "app"}), pod_ip="", pod_desc="p_default(u)")
     assert rt.timeouts == [0]
     assert str(err.value) == ('Exec lifecycle hook ([sh -c exit 3]) for Container "app" in Pod "p_default(u)" failed'
                               " - error: command 'sh -c exit 3' exited with 3: boom\n, message: \"out\\nboom\\n\"")

@@ -1,13 +1,25 @@
+from __future__ import annotations
+
+from typing import Any
+
 import pytest
 
+from cri.types import ContainerStatus, PodSandboxStatus
+from minikubelet.base.podview import PodView
 from minikubelet.runtime.state import PodRuntimeState
-from minikubelet.worker.planner import ProbeView, compute_pod_actions
+from minikubelet.worker.planner import PodActions, compute_pod_actions
+from probes.result import ProbeResults, Result
 from tests.unit.factories import c, exited, pod, running, sandbox, sidecar
 
 
-def plan(p, *containers, sandboxes=None, probes=None):
+def plan(
+    p: dict[str, Any],
+    *containers: ContainerStatus,
+    sandboxes: list[PodSandboxStatus] | None = None,
+    probes: ProbeResults | None = None,
+) -> PodActions:
     state = PodRuntimeState("uid-1", list(sandboxes if sandboxes is not None else [sandbox()]), list(containers))
-    return compute_pod_actions(p, state, probes or ProbeView())
+    return compute_pod_actions(PodView.of(p), state, probes or ProbeResults())
 
 
 def test_fresh_pod_creates_sandbox_and_starts_app_containers() -> None:
@@ -97,14 +109,14 @@ def test_sidecar_with_pending_startup_probe_holds_next_init() -> None:
     p = pod([c("app")], inits=[sidecar("side", startupProbe={"exec": {"command": ["true"]}}), c("i2")])
     side = running(p, "side")
     assert plan(p, side).idle
-    a = plan(p, side, probes=ProbeView(startup={side.id: "success"}))
+    a = plan(p, side, probes=ProbeResults(startup={side.id: Result.SUCCESS}))
     assert a.init_to_start == ["i2"]
 
 
 def test_sidecar_failing_startup_probe_is_restarted() -> None:
     p = pod([c("app")], inits=[sidecar("side", startupProbe={"exec": {"command": ["true"]}}), c("i2")])
     side = running(p, "side")
-    a = plan(p, side, probes=ProbeView(startup={side.id: "failure"}))
+    a = plan(p, side, probes=ProbeResults(startup={side.id: Result.FAILURE}))
     assert side.id in a.containers_to_kill and a.init_to_start == ["side"]
 
 
@@ -123,7 +135,7 @@ def test_liveness_failure_kills_and_restarts_unless_never() -> None:
     for policy, restart in (("Always", True), ("OnFailure", True), ("Never", False)):
         p = pod([c("app", livenessProbe={"tcpSocket": {"port": 80}})], restart_policy=policy)
         app = running(p, "app")
-        a = plan(p, app, probes=ProbeView(liveness={app.id: "failure"}))
+        a = plan(p, app, probes=ProbeResults(liveness={app.id: Result.FAILURE}))
         kill = a.containers_to_kill[app.id]
         assert kill.reason == "LivenessProbe"
         assert (a.containers_to_start == ["app"]) is restart
@@ -156,3 +168,9 @@ def test_deleted_pod_restarts_nothing() -> None:
     p["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     a = plan(p, exited(p, "app", 1))
     assert a.containers_to_start == [] and a.kill_pod
+
+
+def test_sidecar_with_unknown_startup_result_holds_next_init() -> None:
+    p = pod([c("app")], inits=[sidecar("side", startupProbe={"exec": {"command": ["true"]}}), c("i2")])
+    side = running(p, "side")
+    assert plan(p, side, probes=ProbeResults(startup={side.id: Result.UNKNOWN})).idle

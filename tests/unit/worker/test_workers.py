@@ -10,6 +10,7 @@ import pytest
 from cri.errors import RuntimeError_
 from cri.fake import Program
 from cri.types import ExecResult
+from minikubelet.base.podview import PodView
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, terminal_status_fn
 from minikubelet.worker.planner import KillContainer
 from minikubelet.worker.sync import kill_grace_period
@@ -185,7 +186,7 @@ def test_kill_grace_period_as_upstream_setTerminationGracePeriod(
                    terminationGracePeriodSeconds=30)
     if deletion is not None:
         pod["metadata"]["deletionGracePeriodSeconds"] = deletion
-    assert kill_grace_period(pod, KillContainer("id", "app", "", reason)) == want
+    assert kill_grace_period(PodView.of(pod), KillContainer("id", "app", "", reason)) == want
 
 
 async def test_pre_stop_runs_on_the_kill_after_a_failed_post_start(node: FakeNode) -> None:

@@ -4,6 +4,7 @@ from typing import Any, cast
 
 from cri.types import ContainerState
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.podview import PodView
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState
@@ -16,9 +17,11 @@ from tests.unit.factories import pod as make_pod
 from tests.unit.factories import running
 
 
-def worker(grace: int) -> PodWorker:
+def worker(grace: int, deletion_grace: int | None = None) -> PodWorker:
     pod: dict[str, Any] = {"metadata": {"name": "p", "uid": "u"},
                            "spec": {"containers": [], "terminationGracePeriodSeconds": grace}}
+    if deletion_grace is not None:
+        pod["metadata"]["deletionGracePeriodSeconds"] = deletion_grace
     return PodWorker(pod, cast(PodSyncer, None), FakeClock(), Metrics())
 
 
@@ -33,8 +36,7 @@ def test_shorter_grace_given_while_terminating_wins() -> None:
 
 
 def test_deletion_grace_overrides_spec() -> None:
-    w = worker(30)
-    w.pod["metadata"]["deletionGracePeriodSeconds"] = 3
+    w = worker(30, deletion_grace=3)
     w.remove()
     assert w._grace == 3 and w.terminating and w.removed
 
@@ -63,7 +65,7 @@ async def test_exceeded_grace_period_event() -> None:
     p = make_pod()
     app = running(p, "app")
     assert app.state is ContainerState.RUNNING
-    await syncer.kill_pod(p, PodRuntimeState("uid-1", [], [app]), grace=5)
+    await syncer.kill_pod(PodView.of(p), PodRuntimeState("uid-1", [], [app]), grace=5)
     reasons = [(e["type"], e["reason"], e["message"]) for e in recorder.list()]
     assert ("Normal", "Killing", "Stopping container app") in reasons
     assert ("Warning", "ExceededGracePeriod",
