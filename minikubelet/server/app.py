@@ -9,6 +9,9 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from minikubelet.server.limits import ServingLimits
+from minikubelet.server.serving import BoundedSite, bounded_app, serve
+
 HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, error or None)
 
 
@@ -20,16 +23,19 @@ class KubeletServer:
         registry: CollectorRegistry,
         events: Callable[[str | None], list[dict[str, Any]]],
         probe_registry: CollectorRegistry | None = None,
+        limits: ServingLimits | None = None,
     ) -> None:
         self._pods = pods
+        self.limits = limits or ServingLimits()
         self._health = health
         self._registry = registry
         self._probe_registry = probe_registry
         self._events = events
         self._runners: list[web.AppRunner] = []
+        self.sites: list[BoundedSite] = []
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = bounded_app(self.limits)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/pods", self.pods)
         app.router.add_get("/pods/", self.pods)
@@ -39,7 +45,7 @@ class KubeletServer:
         return app
 
     def health_app(self) -> web.Application:
-        app = web.Application()
+        app = bounded_app(self.limits)
         app.router.add_get("/healthz", self.healthz)
         return app
 
@@ -71,10 +77,9 @@ class KubeletServer:
         return web.json_response({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
 
     async def serve(self, host: str, port: int, app: web.Application) -> None:
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        runner, site = await serve(app, host, port, self.limits)
         self._runners.append(runner)
+        self.sites.append(site)
 
     async def close(self) -> None:
         await asyncio.gather(*(r.cleanup() for r in self._runners), return_exceptions=True)
