@@ -10,6 +10,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from minikubelet.server.limits import ServingLimits
+from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
 from minikubelet.server.serving import BoundedSite, bounded_app, serve
 
 HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, error or None)
@@ -18,14 +19,15 @@ HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, er
 class KubeletServer:
     def __init__(
         self,
-        pods: Callable[[], list[dict[str, Any]]],
+        pods: PodList,
         health: HealthCheck,
         registry: CollectorRegistry,
         events: Callable[[str | None], list[dict[str, Any]]],
         probe_registry: CollectorRegistry | None = None,
+        pods_version: PodsVersion | None = None,
         limits: ServingLimits | None = None,
     ) -> None:
-        self._pods = pods
+        self._pods = RenderedPods(pods, pods_version)
         self.limits = limits or ServingLimits()
         self._health = health
         self._registry = registry
@@ -60,9 +62,11 @@ class KubeletServer:
         body = "".join(f"[+]{n} ok\n" if not e else f"[-]{n} failed: {e}\n" for n, e in checks)
         return web.Response(status=500, text=body + "healthz check failed\n")
 
-    async def pods(self, _request: web.Request) -> web.Response:
-        body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": self._pods()}
-        return web.json_response(body)
+    async def pods(self, request: web.Request) -> web.Response:
+        body, etag = self._pods.body()
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(body=body, content_type="application/json", headers={"ETag": etag})
 
     async def metrics(self, _request: web.Request) -> web.Response:
         return _prometheus(self._registry)
