@@ -253,7 +253,7 @@ class BoundedHandler(web.RequestHandler):
         return resp
 
     def log_exception(self, *args: Any, **kw: Any) -> None:
-        message = str(args[0]) % args[1:] if args else "error"
+        message = (str(args[0]) % args[1:] if len(args) > 1 else str(args[0])) if args else "error"
         exc = kw.get("exc_info")
         self.site.log("internal-error", message, level=logging.ERROR,
                       exc_info=exc if isinstance(exc, BaseException) else None, listener=self.site.name)
