@@ -10,6 +10,7 @@ from minikubelet import KUBERNETES_VERSION, __version__
 from minikubelet.config.flags import build_parser, flags_to_overrides
 from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config
 from minikubelet.logs import setup_logging
+from minikubelet.node.rlimits import raise_nofile_limit
 
 log = logging.getLogger("minikubelet")
 
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(config.verbosity)
     for w in warnings:
         log.warning(w)
+    raise_nofile_limit()
     try:
         return asyncio.run(_run(config, getattr(ns, "node_ip", None) or ""))
     except KeyboardInterrupt:

@@ -9,27 +9,35 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from minikubelet.server.limits import ServingLimits
+from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
+from minikubelet.server.serving import BoundedSite, bounded_app, serve
+
 HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, error or None)
 
 
 class KubeletServer:
     def __init__(
         self,
-        pods: Callable[[], list[dict[str, Any]]],
+        pods: PodList,
         health: HealthCheck,
         registry: CollectorRegistry,
         events: Callable[[str | None], list[dict[str, Any]]],
         probe_registry: CollectorRegistry | None = None,
+        pods_version: PodsVersion | None = None,
+        limits: ServingLimits | None = None,
     ) -> None:
-        self._pods = pods
+        self._pods = RenderedPods(pods, pods_version)
+        self.limits = limits or ServingLimits()
         self._health = health
         self._registry = registry
         self._probe_registry = probe_registry
         self._events = events
         self._runners: list[web.AppRunner] = []
+        self.sites: list[BoundedSite] = []
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = bounded_app(self.limits)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/pods", self.pods)
         app.router.add_get("/pods/", self.pods)
@@ -39,7 +47,7 @@ class KubeletServer:
         return app
 
     def health_app(self) -> web.Application:
-        app = web.Application()
+        app = bounded_app(self.limits)
         app.router.add_get("/healthz", self.healthz)
         return app
 
@@ -54,9 +62,11 @@ class KubeletServer:
         body = "".join(f"[+]{n} ok\n" if not e else f"[-]{n} failed: {e}\n" for n, e in checks)
         return web.Response(status=500, text=body + "healthz check failed\n")
 
-    async def pods(self, _request: web.Request) -> web.Response:
-        body = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": self._pods()}
-        return web.json_response(body)
+    async def pods(self, request: web.Request) -> web.Response:
+        body, etag = self._pods.body()
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(body=body, content_type="application/json", headers={"ETag": etag})
 
     async def metrics(self, _request: web.Request) -> web.Response:
         return _prometheus(self._registry)
@@ -71,10 +81,9 @@ class KubeletServer:
         return web.json_response({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
 
     async def serve(self, host: str, port: int, app: web.Application) -> None:
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        runner, site = await serve(app, host, port, self.limits)
         self._runners.append(runner)
+        self.sites.append(site)
 
     async def close(self) -> None:
         await asyncio.gather(*(r.cleanup() for r in self._runners), return_exceptions=True)

@@ -1,0 +1,235 @@
+"""The bounded listener on loopback: deadlines, size limits, the connection cap, compact error logs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from minikubelet.logs import KeyValueFormatter
+from minikubelet.server.limits import ServingLimits
+from minikubelet.server.serving import BoundedSite, bounded_app, serve
+
+# Deadlines short enough for a unit test; the one a test is about is set there, the others stay long
+# so that a close can only come from the bound under test.
+FAST = ServingLimits(header_timeout=30.0, idle_timeout=30.0, write_timeout=30.0, log_interval=60.0)
+
+
+@dataclass
+class Served:
+    site: BoundedSite
+    url: str
+
+    async def open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        return await asyncio.open_connection("127.0.0.1", self.site.port)
+
+
+Serve = Callable[[ServingLimits], Awaitable[Served]]
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[Serve]:
+    runners: list[web.AppRunner] = []
+
+    async def start(limits: ServingLimits) -> Served:
+        app = bounded_app(limits)
+
+        async def hello(_request: web.Request) -> web.Response:
+            return web.Response(text="hello")
+
+        async def echo(request: web.Request) -> web.Response:
+            return web.Response(body=await request.read())
+
+        async def big(_request: web.Request) -> web.Response:
+            return web.Response(body=b"x" * (32 << 20))
+
+        app.router.add_get("/", hello)
+        app.router.add_post("/echo", echo)
+        app.router.add_get("/big", big)
+        runner, site = await serve(app, "127.0.0.1", 0, limits)
+        runners.append(runner)
+        return Served(site, f"http://127.0.0.1:{site.port}")
+
+    yield start
+    for r in runners:
+        await r.cleanup()
+
+
+async def _until_closed(reader: asyncio.StreamReader, limit: float) -> tuple[float, bytes]:
+    """Read until the server closes; (seconds it took, bytes received)."""
+    start = time.monotonic()
+    got = b""
+    try:
+        async with asyncio.timeout(limit):
+            while chunk := await reader.read(65536):
+                got += chunk
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - start, got
+
+
+def _status(response: bytes) -> int:
+    """The status code of a raw response (aiohttp answers an unparsable request as HTTP/1.0)."""
+    assert response.startswith(b"HTTP/1."), response[:80]
+    return int(response.split(b" ", 2)[1])
+
+
+async def _wait(what: str, check: Callable[[], bool], limit: float = 5.0) -> None:
+    async with asyncio.timeout(limit):
+        while True:
+            if check():
+                return
+            await asyncio.sleep(0.01)
+
+
+async def test_a_head_trickled_byte_by_byte_is_closed_at_the_header_deadline(served: Serve) -> None:
+    s = await served(ServingLimits(header_timeout=0.5, idle_timeout=30.0, log_interval=60.0))
+    reader, writer = await s.open()
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n")
+
+    async def trickle() -> None:
+        for _ in range(200):
+            writer.write(b"X")
+            await asyncio.sleep(0.05)
+
+    dripping = asyncio.create_task(trickle())
+    try:
+        took, got = await _until_closed(reader, 10.0)
+    finally:
+        dripping.cancel()
+        writer.close()
+    assert got == b""
+    assert 0.5 <= took < 5.0
+    await _wait("connection released", lambda: not s.site.connections)
+
+
+async def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(served: Serve) -> None:
+    s = await served(ServingLimits(header_timeout=0.3, idle_timeout=30.0))
+    reader, writer = await s.open()
+    took, got = await _until_closed(reader, 10.0)
+    writer.close()
+    assert got == b"" and 0.3 <= took < 5.0
+
+
+async def test_an_idle_kept_alive_connection_is_closed_at_the_idle_timeout(served: Serve) -> None:
+    s = await served(ServingLimits(header_timeout=30.0, idle_timeout=0.5))
+    reader, writer = await s.open()
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200") and b"close" not in head.lower()
+    assert await reader.readexactly(5) == b"hello"
+    took, got = await _until_closed(reader, 10.0)
+    writer.close()
+    assert got == b"" and 0.4 <= took < 5.0
+
+
+async def test_heads_beyond_the_limits_get_431(served: Serve) -> None:
+    s = await served(ServingLimits(max_line_size=1024, max_field_size=1024, max_headers=20, log_interval=60.0))
+    heads = {
+        "long header": b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 2000 + b"\r\n\r\n",
+        "long request line": b"GET /" + b"a" * 2000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        "many headers": b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(40)) + b"\r\n",
+    }
+    for what, head in heads.items():
+        reader, writer = await s.open()
+        writer.write(head)
+        _, got = await _until_closed(reader, 5.0)
+        writer.close()
+        assert _status(got) == 431, what
+    # within the limits the same server answers
+    async with aiohttp.ClientSession() as c, c.get(s.url + "/", headers={"X-Ok": "a" * 500}) as r:
+        assert r.status == 200
+
+
+async def test_bodies_beyond_the_limit_get_413(served: Serve) -> None:
+    s = await served(ServingLimits(max_body_size=1000, lingering_time=0.5))
+    async with aiohttp.ClientSession() as c:
+        async with c.post(s.url + "/echo", data=b"a" * 1000) as r:
+            assert r.status == 200 and await r.read() == b"a" * 1000
+        async with c.post(s.url + "/echo", data=b"a" * 1001) as r:
+            assert r.status == 413
+        # declared but not sent: answered from the head alone
+        reader, writer = await s.open()
+        writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999\r\n\r\n")
+        _, got = await _until_closed(reader, 5.0)
+        writer.close()
+        assert _status(got) == 413
+
+        # chunked: no length to check up front, the handler's read stops at the limit
+        async def chunks() -> AsyncIterator[bytes]:
+            for _ in range(5):
+                yield b"a" * 400
+
+        async with c.post(s.url + "/echo", data=chunks()) as r:
+            assert r.status == 413
+
+
+async def test_the_connection_beyond_the_cap_is_refused_and_service_resumes(served: Serve) -> None:
+    s = await served(ServingLimits(max_connections=5, header_timeout=30.0, log_interval=60.0))
+    held = [await s.open() for _ in range(5)]
+    await _wait("5 connections held", lambda: len(s.site.connections) == 5)
+
+    reader, writer = await s.open()
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    took, got = await _until_closed(reader, 5.0)
+    writer.close()
+    assert got == b"" and took < 5.0
+    assert len(s.site.connections) == 5
+
+    for _, w in held:
+        w.close()
+    await _wait("held connections gone", lambda: not s.site.connections)
+    async with aiohttp.ClientSession() as c, c.get(s.url + "/") as r:
+        assert r.status == 200 and await r.text() == "hello"
+    assert s.site.log.counts["over-cap"] == 1
+
+
+async def test_a_client_that_does_not_read_its_response_is_dropped(served: Serve) -> None:
+    s = await served(ServingLimits(write_timeout=0.5, header_timeout=30.0, idle_timeout=30.0))
+    _, writer = await s.open()
+    writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    await _wait("response under way", lambda: len(s.site.connections) == 1)
+    await _wait("stalled connection dropped", lambda: not s.site.connections, limit=15.0)
+    assert s.site.log.counts["write-timeout"] == 1
+    writer.close()
+
+
+async def test_a_malformed_request_logs_exactly_one_line(served: Serve, caplog: pytest.LogCaptureFixture) -> None:
+    s = await served(ServingLimits(log_interval=60.0))
+    caplog.set_level(logging.DEBUG)
+    for _ in range(3):
+        reader, writer = await s.open()
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        _, got = await _until_closed(reader, 5.0)
+        writer.close()
+        assert _status(got) == 400
+    records = [r for r in caplog.records if r.name.startswith(("aiohttp", "asyncio", "minikubelet"))]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    line = KeyValueFormatter().format(records[0])
+    assert "\n" not in line and records[0].exc_info is None
+    assert "rejected a malformed request" in line and "status=400" in line and "Content-Length" in line
+    assert s.site.log.counts["bad-request"] == 3
+
+
+async def test_a_failing_handler_still_logs_its_traceback(served: Serve, caplog: pytest.LogCaptureFixture) -> None:
+    limits = ServingLimits()
+    app = bounded_app(limits)
+
+    async def broken(_request: web.Request) -> web.Response:
+        raise RuntimeError("bug")
+
+    app.router.add_get("/", broken)
+    runner, site = await serve(app, "127.0.0.1", 0, limits)
+    try:
+        async with aiohttp.ClientSession() as c, c.get(f"http://127.0.0.1:{site.port}/") as r:
+            assert r.status == 500
+    finally:
+        await runner.cleanup()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is not None
