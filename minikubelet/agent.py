@@ -96,7 +96,8 @@ class Agent:
             check_frequency=config.file_check_frequency,
         )
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
-                                    self.recorder.list, self.probe_registry)
+                                    self.recorder.list, self.probe_registry,
+                                    pods_version=lambda: self.statuses.version)
         self._runtime_error: str | None = None
         self._stop = asyncio.Event()
 
