@@ -19,7 +19,7 @@ from cgroups.detect import detect_cgroup_version
 from cgroups.driver import CgroupBusyError, CgroupOutsidePrefixError, ResourceConfig, walk_leaf_first
 from cgroups.manager import CgroupManager
 from cgroups.v1 import CgroupV1Driver, discover_hierarchies
-from tests.unit.test_cgroups_fixtures import ctr, pod
+from tests.unit.cgroups.fixtures import ctr, pod
 
 pytestmark = [
     pytest.mark.integration,
