@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import aiodocker
 import pytest
@@ -20,8 +21,8 @@ def reader(a: AgentProcess) -> CgroupReader:
     return CgroupReader(a.cgroup_root)
 
 
-def res(cpu: str | None = None, mem: str | None = None, lcpu: str | None = None, lmem: str | None = None) -> dict:
-    r: dict = {}
+def res(cpu: str | None = None, mem: str | None = None, lcpu: str | None = None, lmem: str | None = None) -> dict[str, Any]:
+    r: dict[str, Any] = {}
     if cpu or mem:
         r["requests"] = {k: v for k, v in (("cpu", cpu), ("memory", mem)) if v}
     if lcpu or lmem:

@@ -5,35 +5,36 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import aiodocker
 import pytest
 
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.agent_env import AgentProcess, DieEvents, container_id, cstatus, simple_pod
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
 docker = agent_env.docker
 
 
-def phase(p: dict) -> str:
+def phase(p: dict[str, Any]) -> str:
     return str(p["status"].get("phase"))
 
 
-def state_of(p: dict, name: str) -> str:
+def state_of(p: dict[str, Any], name: str) -> str:
     return next(iter(cstatus(p, name)["state"]), "")
 
 
-def waiting_reason(p: dict, name: str) -> str:
+def waiting_reason(p: dict[str, Any], name: str) -> str:
     return str(cstatus(p, name)["state"].get("waiting", {}).get("reason", ""))
 
 
-def cond(p: dict, t: str) -> dict:
+def cond(p: dict[str, Any], t: str) -> dict[str, Any]:
     return next(c for c in p["status"]["conditions"] if c["type"] == t)
 
 
-async def events_for(a: AgentProcess, uid: str) -> list[dict]:
+async def events_for(a: AgentProcess, uid: str) -> list[dict[str, Any]]:
     return list((await a.get_json(f"/debug/events?uid={uid}"))["items"])
 
 
@@ -117,7 +118,7 @@ async def test_m06_sidecar_first_restarted_alone_stopped_last(agent: AgentProces
     assert phase(p) == "Running"
     # on delete the app container stops first, the sidecar after it
     side_id, app_id = container_id(p, "logshipper"), app_c.id
-    sub = docker.events.subscribe(filters={"event": ["die"], "container": [side_id, app_id]})
+    sub = DieEvents(docker, side_id, app_id)
     (agent.manifests / "myapp.yaml").unlink()
     order = []
     for _ in range(2):
@@ -157,7 +158,7 @@ async def test_m02_shell_ignoring_sigterm_is_killed_after_30s(agent: AgentProces
     p = await agent.wait_pod("hello", lambda p: phase(p) == "Running", "Running")
     cid = container_id(p, "hello")
     assert "Hello, Kubernetes!" in "".join(await (await docker.containers.get(cid)).log(stdout=True))
-    sub = docker.events.subscribe(filters={"event": ["die"], "container": [cid]})
+    sub = DieEvents(docker, cid)
     t0 = time.monotonic()
     (agent.manifests / "hello.yaml").unlink()
     ev = await asyncio.wait_for(sub.get(), 60)
@@ -275,7 +276,7 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, docke
                          "message from logs", timeout=15)
 
     # preStop ran before the stop signal
-    sub = docker.events.subscribe(filters={"event": ["die"], "container": [post.id]})
+    sub = DieEvents(docker, post.id)
     (agent.manifests / "hooks.yaml").unlink()
     await asyncio.wait_for(sub.get(), 30)
     logs = "".join(await post.log(stdout=True, stderr=True))
@@ -290,7 +291,7 @@ async def test_prestop_overrun_gets_two_more_seconds(agent: AgentProcess, docker
     agent.start()
     p = await agent.wait_pod("slowstop", lambda p: phase(p) == "Running", "Running")
     cid = container_id(p, "main")
-    sub = docker.events.subscribe(filters={"event": ["die"], "container": [cid]})
+    sub = DieEvents(docker, cid)
     t0 = time.monotonic()
     (agent.manifests / "slowstop.yaml").unlink()
     ev = await asyncio.wait_for(sub.get(), 30)

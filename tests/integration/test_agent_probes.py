@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import aiodocker
 import pytest
@@ -17,7 +18,7 @@ docker = agent_env.docker
 GRPC_IMAGE = "minikubelet.test/grpc-health:1"
 
 
-def cond(p: dict, t: str) -> str:
+def cond(p: dict[str, Any], t: str) -> str:
     return str(next(c for c in p["status"]["conditions"] if c["type"] == t)["status"])
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from typing import Any
 
 import aiodocker
 import aiohttp
 import pytest
 
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.agent_env import AgentProcess, DieEvents, container_id, cstatus, simple_pod
 
 agent = agent_env.agent
 docker = agent_env.docker
@@ -29,7 +30,7 @@ CLIENT = {
 }
 
 
-def running(p: dict) -> bool:
+def running(p: dict[str, Any]) -> bool:
     return p["status"].get("phase") == "Running" and all(
         "running" in s["state"] for s in p["status"].get("containerStatuses", [])
     )
@@ -104,7 +105,7 @@ async def test_container_ignoring_sigterm_is_killed_at_grace(agent: AgentProcess
     agent.start()
     pod = await agent.wait_pod("stubborn", running, "Running")
     cid = container_id(pod, "main")
-    subscriber = docker.events.subscribe(filters={"container": [cid], "event": ["die"]})
+    subscriber = DieEvents(docker, cid)
     t0 = time.monotonic()
     (agent.manifests / "stubborn.yaml").unlink()
     event = await asyncio.wait_for(subscriber.get(), 30)

@@ -1,6 +1,9 @@
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
@@ -8,12 +11,12 @@ from minikubelet.cli import main
 from minikubelet.server.app import KubeletServer
 
 
-def test_version(capsys) -> None:
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
     assert capsys.readouterr().out.startswith("minikubelet 0.1.0")
 
 
-def test_bad_config_exits_2_naming_the_field(tmp_path, capsys) -> None:
+def test_bad_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nreadOnlyPort: abc\n")
     assert main(["run", "--config", str(cfg)]) == 2
@@ -32,8 +35,8 @@ def test_help_lists_kubelet_flags() -> None:
         assert flag in r.stdout
 
 
-async def _client(checks) -> TestClient:
-    async def health():
+async def _client(checks: list[tuple[str, str | None]]) -> TestClient[web.Request, web.Application]:
+    async def health() -> list[tuple[str, str | None]]:
         return checks
 
     server = KubeletServer(lambda: [{"metadata": {"name": "p"}}], health, CollectorRegistry(),

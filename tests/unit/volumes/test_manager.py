@@ -1,15 +1,18 @@
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from minikubelet.base.podview import Pod
 from minikubelet.volumes.manager import VolumeError, container_mounts, setup_volumes, teardown_pod_dir
 
 
-def pod(volumes):
+def pod(volumes: list[dict[str, Any]]) -> Pod:
     return {"metadata": {"uid": "u1"}, "spec": {"volumes": volumes, "containers": []}}
 
 
-def test_empty_dir_and_host_path(tmp_path) -> None:
+def test_empty_dir_and_host_path(tmp_path: Path) -> None:
     host = tmp_path / "data"
     paths = setup_volumes(pod([{"name": "scratch", "emptyDir": {}},
                                {"name": "h", "hostPath": {"path": str(host), "type": "DirectoryOrCreate"}}]),
@@ -26,12 +29,12 @@ def test_empty_dir_and_host_path(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("sub", ["../../etc", "/etc", "a/../../x"])
-def test_sub_path_cannot_leave_its_volume(tmp_path, sub) -> None:
+def test_sub_path_cannot_leave_its_volume(tmp_path: Path, sub: str) -> None:
     with pytest.raises(VolumeError):
         container_mounts({"volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": sub}]}, {"v": str(tmp_path)})
 
 
-def test_sub_path_symlink_escape_is_refused(tmp_path) -> None:
+def test_sub_path_symlink_escape_is_refused(tmp_path: Path) -> None:
     vol = tmp_path / "vol"
     vol.mkdir()
     (vol / "link").symlink_to("/etc")
@@ -39,7 +42,7 @@ def test_sub_path_symlink_escape_is_refused(tmp_path) -> None:
         container_mounts({"volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": "link"}]}, {"v": str(vol)})
 
 
-def test_host_path_type_checks(tmp_path) -> None:
+def test_host_path_type_checks(tmp_path: Path) -> None:
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(VolumeError, match="not a Directory"):
@@ -49,7 +52,7 @@ def test_host_path_type_checks(tmp_path) -> None:
     assert setup_volumes(pod([{"name": "h", "hostPath": {"path": str(f), "type": "File"}}]), str(tmp_path))
 
 
-def test_unknown_volume_types_and_mounts_are_errors(tmp_path) -> None:
+def test_unknown_volume_types_and_mounts_are_errors(tmp_path: Path) -> None:
     with pytest.raises(VolumeError, match="configMap"):
         setup_volumes(pod([{"name": "c", "configMap": {"name": "x"}}]), str(tmp_path))
     with pytest.raises(VolumeError, match="no volume"):

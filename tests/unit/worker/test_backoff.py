@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.durations import go_duration
 from minikubelet.worker.backoff import Backoff, BackoffCheckpoint
@@ -44,7 +46,7 @@ def test_just_under_reset_keeps_growing() -> None:
     assert b.get("k") == 20
 
 
-def test_checkpoint_round_trip(tmp_path) -> None:
+def test_checkpoint_round_trip(tmp_path: Path) -> None:
     clock = FakeClock()
     b = Backoff(clock, 10, 300)
     b.next("a", clock.now())
@@ -56,7 +58,7 @@ def test_checkpoint_round_trip(tmp_path) -> None:
     assert b2.in_backoff_since("a", clock.now())
 
 
-def test_checkpoint_ignores_garbage(tmp_path) -> None:
+def test_checkpoint_ignores_garbage(tmp_path: Path) -> None:
     p = tmp_path / "b.json"
     p.write_text('{"c": {"x": ["nope", 1], "y": 5}}')
     b = Backoff(FakeClock(), 10, 300)
