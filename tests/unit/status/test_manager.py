@@ -48,8 +48,8 @@ def test_normalize_status_caps_termination_messages_and_sorts_as_upstream() -> N
                             "spec": {"initContainers": [{"name": "z-init"}, {"name": "a-init"}],
                                      "containers": [{"name": "web"}, {"name": "app"}]}}
     big = "x" * 10000
-    term = {"terminated": {"exitCode": 1, "message": big}}
-    status = {"containerStatuses": [{"name": "web", "state": term, "lastState": term},
+    term: dict[str, Any] = {"terminated": {"exitCode": 1, "message": big}}
+    status: dict[str, Any] = {"containerStatuses": [{"name": "web", "state": term, "lastState": term},
                                     {"name": "app", "state": {"running": {}}, "lastState": {}}],
               "initContainerStatuses": [{"name": "a-init", "state": term}, {"name": "z-init", "state": term}]}
     sm = StatusManager()

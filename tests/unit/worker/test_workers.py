@@ -40,7 +40,9 @@ async def test_crash_loop_waits_out_the_backoff_on_the_clock(node: FakeNode) -> 
     node.runtime.program("app", Program(exit_on_start=1))
     node.config.set_source_pods("file", [make_pod()])
     await node.settle()
-    starts = lambda: sum(1 for c in node.runtime.calls if c.op == "start_container")  # noqa: E731
+    def starts() -> int:
+        return sum(1 for c in node.runtime.calls if c.op == "start_container")
+
     # upstream: the first restart comes at once, then 10 s, 20 s, ...
     assert starts() == 2
     assert node.container_state("app")["state"]["waiting"]["reason"] == "CrashLoopBackOff"
@@ -96,7 +98,9 @@ async def test_sidecars_stop_after_regular_containers_in_reverse_order(node: Fak
     names = {node.runtime.container_id(n): n for n in ("app", "proxy", "logger")}
     node.config.set_source_pods("file", [])
     await node.settle()
-    stop_calls = lambda: [names[c.args[0]] for c in node.runtime.calls if c.op == "stop_container"]  # noqa: E731
+    def stop_calls() -> list[str]:
+        return [names[c.args[0]] for c in node.runtime.calls if c.op == "stop_container"]
+
     assert stop_calls() == ["app"]  # the sidecars wait while the app takes its grace period
     await node.advance(3)
     assert stop_calls() == ["app"]
@@ -145,7 +149,9 @@ async def test_backoff_counts_run_time_from_the_restart_not_the_previous_exit(no
     node.runtime.program("app", Program(exit_on_start=1))
     node.config.set_source_pods("file", [make_pod()])
     await node.settle()
-    starts = lambda: sum(1 for c in node.runtime.calls if c.op == "start_container")  # noqa: E731
+    def starts() -> int:
+        return sum(1 for c in node.runtime.calls if c.op == "start_container")
+
 
     async def until_starts(n: int) -> None:
         for _ in range(400):
