@@ -62,7 +62,7 @@ async def test_a_dead_worker_costs_one_file_and_close_stops_it() -> None:
     pid = parser.pid
     assert pid is not None and _alive(pid)
     os.kill(pid, 9)
-    with pytest.raises(ManifestError, match=r"parser process died \(killed by signal 9\)"):
+    with pytest.raises(ManifestError, match="parser process died"):
         await parser.parse(GOOD, "/m/web.yaml", "n1", None)
     await parser.parse(GOOD, "/m/web.yaml", "n1", None)
     pid = parser.pid
