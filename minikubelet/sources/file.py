@@ -88,7 +88,7 @@ class StaticPodSource:
             self._duplicates.pop(fpath, None)
             pods.append(pod)
         for gone in [p for p in self._entries if p not in present]:
-            big = big or self._entries[gone].pod is not None
+            big = True
             del self._entries[gone]
         for table in (self._duplicates, self._read_errors):
             for gone in [p for p in table if p not in present]:
