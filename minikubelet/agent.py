@@ -170,7 +170,7 @@ class Agent:
             await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_app())
         # First learn what already runs, then what is wanted, then stop what is no longer wanted.
         await self.pleg.relist()
-        self.static.sync()
+        await self.static.sync()
         self.manager.adopt_orphans(self.pleg.runtime_uids)
         if isinstance(self.cgroups, PodCgroups):
             self.cgroups.cleanup_orphans(set(self.pleg.runtime_uids) | set(self.manager.desired))

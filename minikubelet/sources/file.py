@@ -1,121 +1,265 @@
-"""Static pod manifests from a directory: watched with inotify, re-listed every fileCheckFrequency."""
+"""Static pod manifests from a directory: watched with inotify, re-listed every fileCheckFrequency.
+
+A file is read again only when its version (device, inode, size, mtime, ctime) changed, and parsed again
+only when its bytes changed, so a directory of rejected files costs a stat per file per re-list. Each
+rejection, non-regular entry and duplicate is logged once per change. A directory that cannot be listed
+publishes nothing (the last good set stays, as upstream); only a missing directory empties the set.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
 import hashlib
 import logging
 import os
+import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import watchfiles
 
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import Pod
 from minikubelet.metrics import Metrics
-from minikubelet.sources.static_pod import ManifestError, make_static_pod, parse_manifest, should_read
+from minikubelet.sources.manifest_reader import (
+    FileVersion,
+    NotRegular,
+    TooLarge,
+    file_kind,
+    read_regular_file,
+    stat_regular,
+)
+from minikubelet.sources.manifest_worker import Parser, ProcessParser
+from minikubelet.sources.static_pod import ManifestError, should_read
 
 log = logging.getLogger("minikubelet.static_pods")
 
-MAX_MANIFEST_BYTES = 10 * 1024 * 1024
 SOURCE = "file"
+MAX_LOGGED_ERRORS = 10
+MAX_LOGGED_CHARS = 240  # per error; a log line stays one line of a few KiB at most
+
+
+@dataclass
+class _Entry:
+    version: FileVersion | tuple[object, ...]  # a tuple starting with "not-regular" for the rest
+    digest: str = ""
+    pod: Pod | None = None  # None: rejected or not a regular file
 
 
 class StaticPodSource:
     def __init__(self, path: str, node_name: str, clock: Clock, metrics: Metrics,
-                 publish: Callable[[str, list[Pod]], None], check_frequency: float = 20.0) -> None:
+                 publish: Callable[[str, list[Pod]], None], check_frequency: float = 20.0,
+                 parser: Parser | None = None) -> None:
         self.path = path
         self.node_name = node_name
         self._clock = clock
         self._metrics = metrics
         self._publish = publish
         self.check_frequency = check_frequency
-        self._reported: dict[str, str] = {}  # file -> digest of the content last reported bad
-        self._seen: dict[str, tuple[str, Pod]] = {}  # file -> (content digest, pod) keeps config.seen stable
+        self.parser: Parser = parser or ProcessParser()
+        self._entries: dict[str, _Entry] = {}
+        self._duplicates: dict[str, str] = {}  # file -> the file that already defines its pod
+        self._read_errors: dict[str, str] = {}  # file -> last read error reported
+        self._list_error = ""
+        self._lock = asyncio.Lock()
 
-    def _read_one(self, fpath: str) -> Pod | None:
-        try:
-            with open(fpath, "rb") as f:
-                data = f.read(MAX_MANIFEST_BYTES + 1)
-        except OSError as e:
-            self._bad(fpath, "unreadable", f"cannot read file: {e}", "")
+    async def list_once(self) -> list[Pod] | None:
+        """The pods the path defines now, or None when it cannot be read (the caller keeps the last set)."""
+        files = self._list_files()
+        if files is None:
             return None
-        digest = hashlib.sha256(data).hexdigest()
-        cached = self._seen.get(fpath)
-        if cached is not None and cached[0] == digest:
-            return cached[1]
-        if len(data) > MAX_MANIFEST_BYTES:
-            self._bad(fpath, "too_large", f"manifest is larger than {MAX_MANIFEST_BYTES} bytes", digest)
-            return None
-        try:
-            pod = make_static_pod(parse_manifest(data, fpath), self.node_name, fpath, seen=self._clock.now())
-        except ManifestError as e:
-            self._bad(fpath, "invalid", str(e), digest)
-            return None
-        for warning in pod.warnings:  # once per file version: the pod is cached by content digest
-            log.warning("static pod manifest", extra={"kv": {"file": fpath, "warning": warning}})
-        self._reported.pop(fpath, None)
-        self._seen[fpath] = (digest, pod)
-        return pod
-
-    def _bad(self, fpath: str, reason: str, message: str, digest: str) -> None:
-        self._seen.pop(fpath, None)
-        if self._reported.get(fpath) == digest and digest:
-            return  # one line per bad version of a file, not one per re-list
-        self._reported[fpath] = digest
-        self._metrics.static_pod_manifest_errors.labels(reason).inc()
-        log.error("rejected static pod manifest", extra={"kv": {"file": fpath, "error": message}})
-
-    def list_once(self) -> list[Pod]:
-        try:
-            names = sorted(os.listdir(self.path))
-        except FileNotFoundError:
-            names = []
-        except OSError as e:
-            log.error("cannot list static pod path", extra={"kv": {"path": self.path, "err": str(e)}})
-            names = []
         pods: list[Pod] = []
-        seen_names: dict[str, str] = {}
-        present = set()
-        for n in names:
-            fpath = os.path.join(self.path, n)
-            if not should_read(n) or not os.path.isfile(fpath):
-                continue
+        defined_by: dict[str, str] = {}
+        present: set[str] = set()
+        big = False
+        for fpath in files:
             present.add(fpath)
-            pod = self._read_one(fpath)
+            pod, parsed_bytes = await self._pod_for(fpath)
+            big = big or parsed_bytes > (1 << 20)
             if pod is None:
                 continue
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
-            if key in seen_names:
-                self._bad(fpath, "duplicate", f"pod {key} is already defined by {seen_names[key]}", "dup:" + key)
+            first = defined_by.setdefault(key, fpath)
+            if first != fpath:
+                self._duplicate(fpath, first, key)
                 continue
-            seen_names[key] = fpath
+            self._duplicates.pop(fpath, None)
             pods.append(pod)
-        for gone in set(self._seen) - present:
-            del self._seen[gone]
+        for gone in [p for p in self._entries if p not in present]:
+            big = True
+            del self._entries[gone]
+        for table in (self._duplicates, self._read_errors):
+            for gone in [p for p in table if p not in present]:
+                del table[gone]
+        if big:
+            release_memory()
         return pods
 
-    def sync(self) -> None:
-        self._publish(SOURCE, self.list_once())
+    def _list_files(self) -> list[str] | None:
+        try:
+            st = os.stat(self.path)
+            if stat.S_ISREG(st.st_mode):
+                names = None  # the path is one manifest, as upstream allows
+            elif stat.S_ISDIR(st.st_mode):
+                names = sorted(os.listdir(self.path))
+            else:
+                raise OSError(errno.EINVAL, f"is a {file_kind(st.st_mode)}, not a directory or file")
+        except FileNotFoundError:
+            self._report_list_error("does not exist", logging.INFO)
+            return []
+        except OSError as e:
+            self._report_list_error(e.strerror or str(e), logging.ERROR)
+            return None
+        self._list_error = ""
+        if names is None:
+            return [self.path]
+        return [os.path.join(self.path, n) for n in names if should_read(n)]
+
+    def _report_list_error(self, problem: str, level: int) -> None:
+        if problem != self._list_error:
+            self._list_error = problem
+            log.log(level, "cannot read static pod path", extra={"kv": {"path": self.path, "problem": problem}})
+
+    async def _pod_for(self, fpath: str) -> tuple[Pod | None, int]:
+        """This file's pod (None when rejected), and how many bytes were parsed to get it."""
+        entry = self._entries.get(fpath)
+        try:
+            version = FileVersion.of(stat_regular(fpath))
+            if entry is not None and entry.version == version:
+                return entry.pod, 0
+            data, version, digest = await asyncio.to_thread(_read_and_digest, fpath)
+        except FileNotFoundError:
+            return None, 0  # gone since the listing
+        except NotRegular as e:
+            self._not_regular(fpath, str(e))
+            return None, 0
+        except TooLarge as e:
+            self._reject(fpath, _version_or_blank(fpath), "", "too_large", f"manifest {e}")
+            return None, 0
+        except OSError as e:
+            return self._read_failed(fpath, entry, e), 0
+        self._read_errors.pop(fpath, None)
+        if entry is not None and entry.digest == digest:
+            entry.version = version  # same bytes (touched, or rewritten unchanged)
+            return entry.pod, 0
+        try:
+            pod = await self.parser.parse(data, fpath, self.node_name, self._clock.now())
+        except ManifestError as e:
+            self._reject(fpath, version, digest, e.reason, _summary(e), e.errors[0].path if e.errors else "")
+            return None, len(data)
+        if entry is not None and entry.pod is None:
+            log.info("static pod manifest accepted after a fix", extra={"kv": {"file": fpath}})
+        for warning in pod.warnings:  # once per file version: an unchanged file is not parsed again
+            log.warning("static pod manifest", extra={"kv": {"file": fpath, "warning": warning}})
+        self._entries[fpath] = _Entry(version, digest, pod)
+        return pod, len(data)
+
+    def _reject(self, fpath: str, version: FileVersion | tuple[object, ...], digest: str, reason: str,
+                message: str, field: str = "") -> None:
+        self._entries[fpath] = _Entry(version, digest, None)
+        self._metrics.static_pod_manifest_errors.labels(reason).inc()
+        kv = {"file": fpath, "reason": reason, "error": message}
+        if field:
+            kv["field"] = field
+        log.error("rejected static pod manifest", extra={"kv": kv})
+
+    def _not_regular(self, fpath: str, what: str) -> None:
+        try:
+            lst = os.lstat(fpath)
+            version: tuple[object, ...] = ("not-regular", what, lst.st_ino, lst.st_mode, lst.st_ctime_ns)
+        except OSError:
+            version = ("not-regular", what)
+        entry = self._entries.get(fpath)
+        if entry is not None and entry.version == version:
+            return
+        self._entries[fpath] = _Entry(version)
+        self._metrics.static_pod_manifest_errors.labels("not_regular").inc()
+        log.error("ignoring static pod path entry: not a regular file", extra={"kv": {"file": fpath, "problem": what}})
+
+    def _read_failed(self, fpath: str, entry: _Entry | None, e: OSError) -> Pod | None:
+        # A transient failure (EMFILE, EIO, ...) is not a new version of the file: a pod it defined stays.
+        problem = e.strerror or str(e)
+        if self._read_errors.get(fpath) != problem:
+            self._read_errors[fpath] = problem
+            self._metrics.static_pod_manifest_errors.labels("unreadable").inc()
+            log.error("cannot read static pod manifest", extra={"kv": {
+                "file": fpath, "problem": problem, "keeping": "last accepted version" if entry and entry.pod else "none"}})
+        return entry.pod if entry is not None else None
+
+    def _duplicate(self, fpath: str, first: str, key: str) -> None:
+        if self._duplicates.get(fpath) == first:
+            return
+        self._duplicates[fpath] = first
+        self._metrics.static_pod_manifest_errors.labels("duplicate").inc()
+        log.error("rejected static pod manifest", extra={"kv": {
+            "file": fpath, "reason": "duplicate", "error": f"pod {key} is already defined by {first}"}})
+
+    async def sync(self) -> None:
+        async with self._lock:
+            pods = await self.list_once()
+            if pods is not None:
+                self._publish(SOURCE, pods)
 
     async def run(self) -> None:
-        self.sync()
+        await self.sync()
         watcher = asyncio.create_task(self._watch())
         try:
             while True:
                 await self._clock.sleep(self.check_frequency)
-                self.sync()
+                await self.sync()
         finally:
             watcher.cancel()
+            await self.parser.close()
 
     async def _watch(self) -> None:
         while True:
-            if not os.path.isdir(self.path):
+            if not os.path.exists(self.path):
                 await self._clock.sleep(self.check_frequency)
                 continue
             try:
                 async for _changes in watchfiles.awatch(self.path, debounce=50, step=25, recursive=False):
-                    self.sync()
+                    await self.sync()
             except (OSError, RuntimeError) as e:
                 log.warning("watching static pod path failed", extra={"kv": {"path": self.path, "err": str(e)}})
                 await self._clock.sleep(1.0)
+
+
+def _read_and_digest(fpath: str) -> tuple[bytes, FileVersion, str]:
+    data, version = read_regular_file(fpath)
+    return data, version, hashlib.sha256(data).hexdigest()
+
+
+def _version_or_blank(fpath: str) -> FileVersion | tuple[object, ...]:
+    try:
+        return FileVersion.of(os.stat(fpath))
+    except OSError:
+        return ()
+
+
+def _cut(text: str, limit: int = MAX_LOGGED_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def _summary(e: ManifestError) -> str:
+    """The rejection for a log line: a few errors, each cut to a bounded length."""
+    if not e.errors:
+        return _cut(e.message, 4 * MAX_LOGGED_CHARS)
+    shown = ", ".join(_cut(f"{f.path}: {f.message}") for f in e.errors[:MAX_LOGGED_ERRORS])
+    more = len(e.errors) - MAX_LOGGED_ERRORS
+    return f"invalid pod: [{shown}]" + (f" and {more} more errors" if more > 0 else "")
+
+
+_libc: ctypes.CDLL | None = None
+
+
+def release_memory() -> None:
+    """Give freed heap pages back to the system (glibc keeps them otherwise)."""
+    global _libc
+    try:
+        _libc = _libc or ctypes.CDLL("libc.so.6")
+        _libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -13,28 +13,31 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
-
 from minikubelet.api.defaults import apply_defaults
 from minikubelet.api.schema import check_types
 from minikubelet.api.validation import FieldError, format_errors, validate_manifest, validate_pod
+from minikubelet.sources.manifest_reader import DEFAULT_BOUNDS, MAX_MANIFEST_BYTES, Bounds, YAMLLoadError, load_yaml
+
+__all__ = ["MAX_MANIFEST_BYTES", "ManifestError", "make_static_pod", "parse_manifest", "should_read"]
 
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
 CONFIG_SEEN_ANNOTATION = "kubernetes.io/config.seen"
 CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 FILE_SOURCE = "file"
-# Upstream refuses larger manifests (maxConfigLength in pkg/kubelet/config/common.go).
-MAX_MANIFEST_BYTES = 10 * (1 << 20)
 
 
 class ManifestError(ValueError):
     """A manifest file that does not hold exactly one valid Pod; the message names the file."""
 
-    def __init__(self, filename: str, message: str, errors: list[FieldError] | None = None) -> None:
+    def __init__(self, filename: str, message: str, errors: list[FieldError] | None = None,
+                 reason: str = "invalid") -> None:
         super().__init__(f"{filename}: {message}")
         self.filename = filename
+        self.message = message
         self.errors = errors or []
+        # the metric label: "invalid", or "too_complex" when a parsing bound refused the file
+        self.reason = reason
 
 
 def should_read(filename: str) -> bool:
@@ -42,20 +45,21 @@ def should_read(filename: str) -> bool:
     return not os.path.basename(filename).startswith(".")
 
 
-def parse_manifest(data: bytes, filename: str) -> dict[str, Any]:
+def parse_manifest(data: bytes, filename: str, bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, Any]:
     """The single Pod object in a YAML or JSON manifest; raises ManifestError otherwise."""
     if len(data) > MAX_MANIFEST_BYTES:
-        raise ManifestError(filename, f"manifest is larger than {MAX_MANIFEST_BYTES} bytes")
+        raise ManifestError(filename, f"manifest is larger than {MAX_MANIFEST_BYTES} bytes", reason="too_large")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ManifestError(filename, f"not valid UTF-8 (byte {exc.start})") from None
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        raise ManifestError(filename, f"not valid YAML or JSON: {_one_line(str(exc))}") from None
-    except RecursionError:
-        raise ManifestError(filename, "not valid YAML or JSON: nested too deeply") from None
+        docs = [d for d in load_yaml(text, bounds) if d is not None]
+    except YAMLLoadError as exc:
+        if exc.no_json_form:
+            raise ManifestError(filename, f"holds YAML values with no JSON form: {exc}") from None
+        raise ManifestError(filename, f"not valid YAML or JSON: {exc}",
+                            reason="too_complex" if exc.bound else "invalid") from None
     if not docs:
         raise ManifestError(filename, "no Pod found: the file is empty")
     if len(docs) > 1:
@@ -63,38 +67,23 @@ def parse_manifest(data: bytes, filename: str) -> dict[str, Any]:
     doc = docs[0]
     if not isinstance(doc, dict):
         raise ManifestError(filename, f"must hold a Pod object, got a {_yaml_kind(doc)}")
-    if not _json_safe(doc):
-        raise ManifestError(filename, "holds YAML values with no JSON form (non-string keys, dates or binary)")
     kind = doc.get("kind")
     if kind != "Pod":
         if kind == "PodList" or (isinstance(kind, str) and kind.endswith("List")):
-            raise ManifestError(filename, f"kind: must be \"Pod\", got {kind!r} (lists are not supported)")
-        raise ManifestError(filename, f"kind: must be \"Pod\", got {kind!r}")
+            raise ManifestError(filename, f"kind: must be \"Pod\", got {_short(kind)} (lists are not supported)")
+        raise ManifestError(filename, f"kind: must be \"Pod\", got {_short(kind)}")
     if doc.get("apiVersion") != "v1":
-        raise ManifestError(filename, f"apiVersion: must be \"v1\", got {doc.get('apiVersion')!r}")
+        raise ManifestError(filename, f"apiVersion: must be \"v1\", got {_short(doc.get('apiVersion'))}")
     return doc
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+def _short(value: object, limit: int = 64) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _yaml_kind(value: object) -> str:
     return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), type(value).__name__)
-
-
-def _json_safe(value: object, depth: int = 0) -> bool:
-    # YAML allows what JSON cannot carry (timestamps, binary, integer keys); the API's YAML->JSON
-    # conversion rejects those, and so do we.
-    if depth > 200:
-        return False
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _json_safe(v, depth + 1) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_json_safe(v, depth + 1) for v in value)
-    if isinstance(value, float):
-        return value == value and value not in (float("inf"), float("-inf"))
-    return value is None or isinstance(value, str | int | bool)
 
 
 def canonical_json(obj: object) -> bytes:

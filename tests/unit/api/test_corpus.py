@@ -125,19 +125,25 @@ def test_type_errors_stop_coercion_by_the_static_source() -> None:
         make_static_pod(pod, "n1", "/m/t.yaml")
 
 
-def test_warnings_are_logged_once_per_file_version(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_warnings_are_logged_once_per_file_version(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Through the real parser process: the warnings cross the process boundary with the pod."""
     source = StaticPodSource(str(tmp_path), "n1", FakeClock(), Metrics(CollectorRegistry()), lambda _s, _p: None)
     manifest = tmp_path / "typo.json"
     pod = base_pod()
     pod["spec"]["containers"][0]["comand"] = ["sh"]
     manifest.write_text(json.dumps(pod))
     caplog.set_level(logging.WARNING, logger="minikubelet.static_pods")
-    for _ in range(3):
-        assert len(source.list_once()) == 1
-    warned = [r for r in caplog.records if getattr(r, "kv", {}).get("warning") == 'unknown field "spec.containers[0].comand"']
-    assert len(warned) == 1
-    pod["spec"]["containers"][0]["args"] = ["x"]
-    manifest.write_text(json.dumps(pod))
-    source.list_once()
-    warned = [r for r in caplog.records if getattr(r, "kv", {}).get("warning") == 'unknown field "spec.containers[0].comand"']
-    assert len(warned) == 2
+    want = 'unknown field "spec.containers[0].comand"'
+    try:
+        for _ in range(3):
+            pods = await source.list_once()
+            assert pods is not None and len(pods) == 1
+        warned = [r for r in caplog.records if getattr(r, "kv", {}).get("warning") == want]
+        assert len(warned) == 1
+        pod["spec"]["containers"][0]["args"] = ["x"]
+        manifest.write_text(json.dumps(pod))
+        await source.list_once()
+        warned = [r for r in caplog.records if getattr(r, "kv", {}).get("warning") == want]
+        assert len(warned) == 2
+    finally:
+        await source.parser.close()

@@ -1,0 +1,71 @@
+"""The parser process: the same answers as in-process parsing, and a stuck or dead worker costs one file."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from minikubelet.sources.manifest_worker import InProcessParser, ProcessParser
+from minikubelet.sources.static_pod import ManifestError
+
+GOOD = yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+                       "spec": {"containers": [{"name": "c", "image": "busybox"}]}}).encode()
+BAD_PORT = GOOD.replace(b"name: c", b"name: c\n    ports: [{containerPort: 70000}]")
+LAUGHS = b"apiVersion: v1\nkind: Pod\nx:\n  a0: &a0 [lol]\n" + b"".join(
+    f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n".encode() for i in range(1, 9))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_worker_answers_like_in_process_parsing() -> None:
+    parser = ProcessParser()
+    try:
+        pod = await parser.parse(GOOD, "/m/web.yaml", "n1", 1_700_000_000.0)
+        assert pod == await InProcessParser().parse(GOOD, "/m/web.yaml", "n1", 1_700_000_000.0)
+        assert pod["metadata"]["name"] == "web-n1"
+        with pytest.raises(ManifestError) as info:
+            await parser.parse(BAD_PORT, "/m/bad.yaml", "n1", None)
+        assert info.value.reason == "invalid" and str(info.value).startswith("/m/bad.yaml: invalid pod:")
+        assert [e.path for e in info.value.errors] == ["spec.containers[0].ports[0].containerPort"]
+        with pytest.raises(ManifestError, match="excessive aliasing") as info:
+            await parser.parse(LAUGHS, "/m/laughs.yaml", "n1", None)
+        assert info.value.reason == "too_complex"
+        assert parser.started == 1  # one worker served all three
+    finally:
+        await parser.close()
+
+
+async def test_a_stuck_worker_is_killed_and_replaced() -> None:
+    parser = ProcessParser(timeout=0.001)
+    try:
+        with pytest.raises(ManifestError, match="took longer than") as info:
+            await parser.parse(GOOD, "/m/slow.yaml", "n1", None)
+        assert info.value.reason == "too_complex"
+        parser._timeout = 30
+        assert (await parser.parse(GOOD, "/m/web.yaml", "n1", None))["metadata"]["name"] == "web-n1"
+        assert parser.started == 2
+    finally:
+        await parser.close()
+
+
+async def test_a_dead_worker_costs_one_file_and_close_stops_it() -> None:
+    parser = ProcessParser()
+    await parser.parse(GOOD, "/m/web.yaml", "n1", None)
+    pid = parser.pid
+    assert pid is not None and _alive(pid)
+    os.kill(pid, 9)
+    with pytest.raises(ManifestError, match="parser process died"):
+        await parser.parse(GOOD, "/m/web.yaml", "n1", None)
+    await parser.parse(GOOD, "/m/web.yaml", "n1", None)
+    pid = parser.pid
+    assert pid is not None
+    await parser.close()
+    assert not _alive(pid) and parser.pid is None
