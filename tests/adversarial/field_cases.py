@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.adversarial.invalid_pods import invalid_pod_cases
+
 
 def _pod(**spec: Any) -> dict[str, Any]:
     containers = spec.pop("containers", [{"name": "c", "image": "busybox"}])
@@ -15,7 +17,12 @@ def _pod(**spec: Any) -> dict[str, Any]:
 
 
 def field_cases() -> list[tuple[str, dict[str, Any], str]]:
+    """These, plus every case of the validation corpus (tests/adversarial/invalid_pods.py)."""
     long_value = "v" * 100_000
+    return [*_own(long_value), *invalid_pod_cases()]
+
+
+def _own(long_value: str) -> list[tuple[str, dict[str, Any], str]]:
     return [
         ("port-range", _pod(containers=[{"name": "c", "image": "busybox", "ports": [{"containerPort": 70000}]}]),
          "spec.containers[0].ports[0].containerPort"),
