@@ -2,9 +2,10 @@
 
 It keeps sandboxes, containers and images in dicts and behaves as `cri.docker` does where the
 kubelet can tell (labels and filters, idempotent sandboxes and creates, stop timeout exit codes,
-events, not-found rules); `tests/unit/cri/test_contract.py` and its integration twin run the same
-checks against both. Time comes from the injected clock, so a stop that waits out its timeout
-waits on `FakeClock.advance`.
+events, not-found rules); `tests/cri_contract.py` runs the same checks against both (unit tests
+on the fake, integration tests on Docker). Where Docker and CRI differ, the fake follows CRI.
+Time comes from the injected clock, so a stop that waits out its timeout waits on
+`FakeClock.advance`.
 
 Test controls: `program()` how a container's process behaves, `exit_container()` / `vanish()`,
 `fail()` / `hang()` on any call, `set_exec()` for exec results, `calls` for the order of calls.
@@ -248,15 +249,19 @@ class FakeRuntime:
     def write_log(self, container_id: str, data: bytes) -> None:
         self._get(container_id).logs.extend(data)
 
-    def exit_container(self, container_id: str, exit_code: int = 0, *, oom: bool = False, message: str = "") -> None:
-        """The process ends by itself (or is OOM-killed: exit 137, reason OOMKilled)."""
+    def exit_container(
+        self, container_id: str, exit_code: int = 0, *, oom: bool = False, reason: str = "", message: str = ""
+    ) -> None:
+        """The process ends by itself (or is OOM-killed: exit 137, reason OOMKilled).
+
+        The reason defaults to the runtime's own: Completed for 0, else Error."""
         obj = self._get(container_id)
         if obj.state is not ContainerState.RUNNING:
-            raise RuntimeError_(f"container {container_id} is not running")
+            raise ValueError(f"test error: container {container_id} is not running, it cannot exit")
         if oom:
             self._exit(obj, EXIT_KILLED, "OOMKilled", message)
         else:
-            self._exit(obj, exit_code, "", message)
+            self._exit(obj, exit_code, reason, message)
 
     def vanish(self, container_id: str, *, emit: bool = True) -> None:
         """Someone else removed it; with emit=False the event is lost (only a relist notices)."""
