@@ -169,19 +169,25 @@ def _matches(labels: Mapping[str, str], wanted: Mapping[str, str] | None) -> boo
     return all(labels.get(key) == value for key, value in (wanted or {}).items())
 
 
+_Subscriber = asyncio.Queue[ContainerEvent | BaseException]
+
+
 class _EventStream:
     """One subscriber's events; subscribed on creation, so nothing between events() and the first read is lost."""
 
-    def __init__(self, subscribers: set[asyncio.Queue[ContainerEvent]]) -> None:
+    def __init__(self, subscribers: set[_Subscriber]) -> None:
         self._subscribers = subscribers
-        self._queue: asyncio.Queue[ContainerEvent] = asyncio.Queue()
+        self._queue: _Subscriber = asyncio.Queue()
         subscribers.add(self._queue)
 
     def __aiter__(self) -> _EventStream:
         return self
 
     async def __anext__(self) -> ContainerEvent:
-        return await self._queue.get()
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
     async def aclose(self) -> None:
         self._subscribers.discard(self._queue)
@@ -213,7 +219,7 @@ class FakeRuntime:
         self._exec: dict[str, ExecHandler] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._gates: dict[str, list[Gate]] = {}
-        self._subscribers: set[asyncio.Queue[ContainerEvent]] = set()
+        self._subscribers: set[_Subscriber] = set()
         self._ids = itertools.count(1)
         for image in (pause_image, *images):
             self.add_image(image)
@@ -269,6 +275,12 @@ class FakeRuntime:
         if obj.state is ContainerState.RUNNING:
             self._exit(obj, EXIT_KILLED, "", "", emit=emit)
         self._delete(obj, emit=emit)
+
+    def break_events(self, exc: BaseException | None = None) -> None:
+        """Every open event stream raises `exc` (default: the stream just ends) at its next read."""
+        for queue in self._subscribers:
+            queue.put_nowait(exc or StopAsyncIteration())
+        self._subscribers.clear()
 
     def fail(self, op: str, exc: BaseException, times: int = 1, when: Callable[..., bool] | None = None) -> None:
         """The next `times` calls of `op` (those whose arguments satisfy `when`) raise `exc`."""

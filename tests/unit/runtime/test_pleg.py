@@ -138,6 +138,30 @@ async def test_relist_runs_every_period(env: Env) -> None:
         await asyncio.gather(loop, return_exceptions=True)
 
 
+async def test_a_broken_event_stream_is_subscribed_again(env: Env) -> None:
+    events = asyncio.create_task(env.pleg.run_events())
+    try:
+        await settle()
+        env.runtime.break_events(RuntimeUnavailableError("connection reset"))
+        await settle()
+        await env.run(pod("lost"))  # while unsubscribed: only a relist would see it
+        await settle()
+        assert env.woken == [] and not events.done()
+        env.clock.advance(1)
+        await settle()
+        await env.run(pod("web"))
+        await settle()
+        assert set(env.woken) == {"uid-web"}
+        env.runtime.break_events()  # a stream that just ends is subscribed again too
+        await settle()
+        env.clock.advance(1)
+        await settle()
+        assert env.runtime.ops().count("events") == 3
+    finally:
+        events.cancel()
+        await asyncio.gather(events, return_exceptions=True)
+
+
 async def test_events_wake_their_pods(env: Env) -> None:
     events = asyncio.create_task(env.pleg.run_events())
     try:
