@@ -2,9 +2,10 @@
 
 It keeps sandboxes, containers and images in dicts and behaves as `cri.docker` does where the
 kubelet can tell (labels and filters, idempotent sandboxes and creates, stop timeout exit codes,
-events, not-found rules); `tests/unit/cri/test_contract.py` and its integration twin run the same
-checks against both. Time comes from the injected clock, so a stop that waits out its timeout
-waits on `FakeClock.advance`.
+events, not-found rules); `tests/cri_contract.py` runs the same checks against both (unit tests
+on the fake, integration tests on Docker). Where Docker and CRI differ, the fake follows CRI.
+Time comes from the injected clock, so a stop that waits out its timeout waits on
+`FakeClock.advance`.
 
 Test controls: `program()` how a container's process behaves, `exit_container()` / `vanish()`,
 `fail()` / `hang()` on any call, `set_exec()` for exec results, `calls` for the order of calls.
@@ -168,19 +169,25 @@ def _matches(labels: Mapping[str, str], wanted: Mapping[str, str] | None) -> boo
     return all(labels.get(key) == value for key, value in (wanted or {}).items())
 
 
+_Subscriber = asyncio.Queue[ContainerEvent | BaseException]
+
+
 class _EventStream:
     """One subscriber's events; subscribed on creation, so nothing between events() and the first read is lost."""
 
-    def __init__(self, subscribers: set[asyncio.Queue[ContainerEvent]]) -> None:
+    def __init__(self, subscribers: set[_Subscriber]) -> None:
         self._subscribers = subscribers
-        self._queue: asyncio.Queue[ContainerEvent] = asyncio.Queue()
+        self._queue: _Subscriber = asyncio.Queue()
         subscribers.add(self._queue)
 
     def __aiter__(self) -> _EventStream:
         return self
 
     async def __anext__(self) -> ContainerEvent:
-        return await self._queue.get()
+        item = await self._queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
 
     async def aclose(self) -> None:
         self._subscribers.discard(self._queue)
@@ -212,7 +219,7 @@ class FakeRuntime:
         self._exec: dict[str, ExecHandler] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._gates: dict[str, list[Gate]] = {}
-        self._subscribers: set[asyncio.Queue[ContainerEvent]] = set()
+        self._subscribers: set[_Subscriber] = set()
         self._ids = itertools.count(1)
         for image in (pause_image, *images):
             self.add_image(image)
@@ -248,15 +255,19 @@ class FakeRuntime:
     def write_log(self, container_id: str, data: bytes) -> None:
         self._get(container_id).logs.extend(data)
 
-    def exit_container(self, container_id: str, exit_code: int = 0, *, oom: bool = False, message: str = "") -> None:
-        """The process ends by itself (or is OOM-killed: exit 137, reason OOMKilled)."""
+    def exit_container(
+        self, container_id: str, exit_code: int = 0, *, oom: bool = False, reason: str = "", message: str = ""
+    ) -> None:
+        """The process ends by itself (or is OOM-killed: exit 137, reason OOMKilled).
+
+        The reason defaults to the runtime's own: Completed for 0, else Error."""
         obj = self._get(container_id)
         if obj.state is not ContainerState.RUNNING:
-            raise RuntimeError_(f"container {container_id} is not running")
+            raise ValueError(f"test error: container {container_id} is not running, it cannot exit")
         if oom:
             self._exit(obj, EXIT_KILLED, "OOMKilled", message)
         else:
-            self._exit(obj, exit_code, "", message)
+            self._exit(obj, exit_code, reason, message)
 
     def vanish(self, container_id: str, *, emit: bool = True) -> None:
         """Someone else removed it; with emit=False the event is lost (only a relist notices)."""
@@ -264,6 +275,12 @@ class FakeRuntime:
         if obj.state is ContainerState.RUNNING:
             self._exit(obj, EXIT_KILLED, "", "", emit=emit)
         self._delete(obj, emit=emit)
+
+    def break_events(self, exc: BaseException | None = None) -> None:
+        """Every open event stream raises `exc` (default: the stream just ends) at its next read."""
+        for queue in self._subscribers:
+            queue.put_nowait(exc or StopAsyncIteration())
+        self._subscribers.clear()
 
     def fail(self, op: str, exc: BaseException, times: int = 1, when: Callable[..., bool] | None = None) -> None:
         """The next `times` calls of `op` (those whose arguments satisfy `when`) raise `exc`."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from cri.instrumented import InstrumentedRuntime
 from cri.runtime import Runtime
 from minikubelet import __version__
 from minikubelet.base.clock import Clock, RealClock
@@ -54,11 +55,15 @@ class Agent:
                  node_ip: str = "", probes: ProbeSource | None = None, cgroups: CgroupSource | None = None,
                  probe_registry: Any = None) -> None:
         self.config = config
-        self.runtime = runtime
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
         self.host_ip = host_ip(node_ip)
         self.metrics = Metrics()
+        # Every component gets the instrumented runtime, so probe and hook execs are counted too.
+        self.runtime = runtime = InstrumentedRuntime(
+            runtime, self.metrics.runtime_operations, self.metrics.runtime_operations_duration,
+            self.metrics.runtime_operations_errors,
+        )
         self.recorder = EventRecorder(self.clock, self.node_name)
         self.container_backoff = Backoff(self.clock, CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
         self.image_backoff = Backoff(self.clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)

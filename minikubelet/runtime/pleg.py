@@ -53,6 +53,12 @@ class PLEG:
             await self._clock.sleep(self.relist_period)
 
     async def run_events(self) -> None:
-        async for event in self._runtime.events():
-            if event.pod_uid:
-                self._wake(event.pod_uid)
+        while True:
+            try:
+                async for event in self._runtime.events():
+                    if event.pod_uid:
+                        self._wake(event.pod_uid)
+                log.warning("runtime event stream ended; subscribing again")
+            except Exception as e:  # a broken stream must not end the agent; relists cover the gap
+                log.warning("runtime event stream failed", extra={"kv": {"err": str(e)}})
+            await self._clock.sleep(self.relist_period)

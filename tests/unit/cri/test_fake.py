@@ -62,6 +62,12 @@ async def test_oom_kill_and_crash_on_start(rt: FakeRuntime) -> None:
     rt.exit_container(app, oom=True)
     status = await rt.container_status(app)
     assert (status.exit_code, status.reason) == (137, "OOMKilled")
+    other = await start(rt, "other")
+    rt.exit_container(other, 2, reason="DeadlineExceeded", message="too slow")
+    status = await rt.container_status(other)
+    assert (status.exit_code, status.reason, status.message) == (2, "DeadlineExceeded", "too slow")
+    with pytest.raises(ValueError):
+        rt.exit_container(other, 0)
 
     rt.program("crash", Program(exit_on_start=2, logs=b"boom\n"))
     crash = await start(rt, "crash")
