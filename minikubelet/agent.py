@@ -162,6 +162,7 @@ class Agent:
         os.makedirs(cfg.root_dir, exist_ok=True)
         self.checkpoint.restore()
         version = await self.runtime.version()
+        self.syncer.container_id_scheme = version.container_id_scheme
         if self.containers.cgroups is None:
             self.cgroups = build_pod_cgroups(cfg, (await self.runtime.runtime_config()).cgroup_driver,
                                              lambda: list(self.manager.desired.values()))

@@ -17,7 +17,6 @@ from minikubelet.base.podview import ContainerKind, ContainerView, PodView, Volu
 from minikubelet.runtime.state import PodRuntimeState, restart_count_of
 from probes.result import ProbeResults, Result
 
-CONTAINER_RUNTIME_PREFIX = "docker://"
 OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -38,6 +37,7 @@ class StatusInputs:
     pod_is_terminal: bool = False  # deleted / evicted / past its deadline
     # (phase, reason, message) forced by the agent itself, e.g. DeadlineExceeded
     override: tuple[str, str, str] | None = None
+    container_id_scheme: str = "docker://"  # the runtime's, from RuntimeVersion
 
 
 # ---- typed container statuses ------------------------------------------------------------
@@ -166,22 +166,22 @@ def _ts(t: float) -> str | None:
     return rfc3339(t) if t > 0 else None
 
 
-def _terminated(c: ContainerStatus, message: str) -> Terminated:
+def _terminated(c: ContainerStatus, message: str, scheme: str) -> Terminated:
     return Terminated(
         exit_code=c.exit_code,
         reason=c.reason,
         message=message,
         started_at=_ts(c.started_at),
         finished_at=_ts(c.finished_at),
-        container_id=CONTAINER_RUNTIME_PREFIX + c.id,
+        container_id=scheme + c.id,
     )
 
 
-def _state(c: ContainerStatus, message: str) -> State:
+def _state(c: ContainerStatus, message: str, scheme: str) -> State:
     if c.state is ContainerState.RUNNING:
         return Running(_ts(c.started_at))
     if c.state is ContainerState.EXITED:
-        return _terminated(c, message)
+        return _terminated(c, message, scheme)
     return Waiting()
 
 
@@ -196,12 +196,12 @@ def _container_status(
     restart_count = 0
     image_id = container_id = ""
     if latest is not None:
-        state = _state(latest, messages.get(latest.id, latest.message))
+        state = _state(latest, messages.get(latest.id, latest.message), inp.container_id_scheme)
         restart_count = restart_count_of(latest)
         image_id = latest.image_ref
-        container_id = CONTAINER_RUNTIME_PREFIX + latest.id
+        container_id = inp.container_id_scheme + latest.id
         if prev is not None and prev.state is ContainerState.EXITED:
-            last = _terminated(prev, messages.get(prev.id, prev.message))
+            last = _terminated(prev, messages.get(prev.id, prev.message), inp.container_id_scheme)
         elif old and old.get("lastState") and old.get("restartCount") == restart_count:
             last = _parse_last_state(old["lastState"])
     else:

@@ -61,6 +61,7 @@ class PodSyncer:
         self._probes = probes
         self._root_dir = root_dir
         self._host_ip = host_ip
+        self.container_id_scheme = "docker://"  # set from the runtime's version at start-up
 
     @property
     def cgroups(self) -> CgroupSource | None:
@@ -193,6 +194,7 @@ class PodSyncer:
                 old=self._statuses.get_pod_status(uid),
                 pod_is_terminal=terminal,
                 override=st.override,
+                container_id_scheme=self.container_id_scheme,
             )
         )
         if status_fn is not None:

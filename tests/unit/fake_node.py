@@ -62,6 +62,7 @@ class FakeNode:
                                 images, None, str(root), str(root / "logs"), "10.0.0.1")
         self.syncer = PodSyncer(self.runtime, self.clock, self.recorder, self.metrics, containers, images,
                                 self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
+        self.syncer.container_id_scheme = self.runtime.runtime_version.container_id_scheme
         self.finished: list[str] = []
         self.workers = PodWorkers(self._worker, on_finished=self._finished)
         self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(max_pods)], self.clock,

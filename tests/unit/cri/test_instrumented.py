@@ -139,6 +139,7 @@ def test_the_agent_hands_every_component_the_instrumented_runtime(tmp_path: Path
     agent = Agent(KubeletConfig(root_dir=str(tmp_path), static_pod_path=str(tmp_path / "manifests")), fake,
                   clock=FakeClock())
     assert isinstance(agent.runtime, InstrumentedRuntime) and agent.runtime.runtime is fake
-    assert agent.manager.ctx.runtime is agent.runtime
+    assert agent.syncer._runtime is agent.runtime and agent.containers._runtime is agent.runtime
+    assert agent.images._images is agent.runtime
     assert agent.pleg._runtime is agent.runtime
     assert agent.probes.manager._runtime is agent.runtime  # type: ignore[attr-defined]
