@@ -79,6 +79,9 @@ def _succeeded(state: PodRuntimeState, name: str) -> bool:
 
 
 def _init_failed(status: ContainerStatus) -> bool:
+    """Upstream isInitContainerFailed: an OOM kill is a failure even with exit code 0."""
+    if status.reason == "OOMKilled":
+        return True
     if status.state is ContainerState.EXITED and status.exit_code != 0:
         return True
     return status.state is ContainerState.UNKNOWN
@@ -131,7 +134,7 @@ def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResul
                 actions.containers_to_start.append(cname)
                 if status is not None and status.state is ContainerState.UNKNOWN:
                     actions.containers_to_kill[status.id] = KillContainer(
-                        status.id, cname, 'Container is in "Unknown" state, try killing it before restart',
+                        status.id, cname, 'Container is in "unknown" state, try killing it before restart',
                         REASON_UNKNOWN,
                     )
             continue
@@ -171,7 +174,6 @@ def _compute_init_actions(pod: PodView, state: PodRuntimeState, probes: ProbeRes
     previously = initialized
     restart_on_failure = pod.should_restart_on_failure
     last = len(inits) - 1
-    saw_status = False
 
     # Walk backwards: completed init containers may have been garbage-collected, so the
     # furthest one the runtime still knows is the reliable progress marker.
@@ -184,7 +186,6 @@ def _compute_init_actions(pod: PodView, state: PodRuntimeState, probes: ProbeRes
             if previously and sidecar:
                 actions.init_to_start.append(cname)
             continue
-        saw_status = True
         if previously and not sidecar:
             continue
 
@@ -214,14 +215,15 @@ def _compute_init_actions(pod: PodView, state: PodRuntimeState, probes: ProbeRes
                 actions.init_to_start = []
                 return False
             actions.containers_to_kill[status.id] = KillContainer(
-                status.id, cname, 'Init container is in "Unknown" state, try killing it before restart',
+                status.id, cname, 'Init container is in "unknown" state, try killing it before restart',
                 REASON_UNKNOWN,
             )
             actions.init_to_start.append(cname)
-        if not previously:
-            break
+        # Upstream keeps walking: every init container before the furthest one found has run, and the
+        # sidecars among them must be kept running (restarted when they exited or fail their probes).
+        previously = True
 
-    if not saw_status and not previously:
+    if not previously:
         actions.init_to_start.append(inits[0].name)
     return initialized
 
