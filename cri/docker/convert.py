@@ -102,7 +102,7 @@ def container_status(inspect: Mapping[str, Any], image_inspect: dict[str, Any] |
         sandbox_id=docker_labels.get(LABEL_SANDBOX_ID, ""),
         metadata=ContainerMeta(name=docker_labels.get(LABEL_CONTAINER_NAME, ""), attempt=_attempt(inspect)),
         state=cri_state,
-        image=str((inspect.get("Config") or {}).get("Image", "")),
+        image=_image_name(inspect, image_inspect),
         image_ref=image_ref_for(str(inspect.get("Image", "")), image_inspect),
         created_at=created_at,
         started_at=started_at,
@@ -115,6 +115,14 @@ def container_status(inspect: Mapping[str, Any], image_inspect: dict[str, Any] |
         log_path=docker_labels.get(LABEL_LOG_PATH, ""),
         pid=int(state.get("Pid") or 0),
     )
+
+
+def _image_name(inspect: Mapping[str, Any], image_inspect: Mapping[str, Any] | None) -> str:
+    """As cri-dockerd reports it: the image's first repo tag, else what the container was created from."""
+    tags = (image_inspect or {}).get("RepoTags") or []
+    if tags and isinstance(tags[0], str):
+        return tags[0]
+    return str((inspect.get("Config") or {}).get("Image", ""))
 
 
 def sandbox_ip(inspect: Mapping[str, Any]) -> str:

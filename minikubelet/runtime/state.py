@@ -57,6 +57,11 @@ class PodRuntimeState:
         a = self.attempts(name)
         return a[1] if len(a) > 1 else None
 
+    def active(self) -> list[ContainerStatus]:
+        """Containers of the newest sandbox (upstream PodStatus.ActiveContainerStatuses)."""
+        sb = self.sandbox
+        return [c for c in self.containers if sb is not None and c.sandbox_id == sb.id]
+
     def running(self) -> list[ContainerStatus]:
         return [c for c in self.containers if c.state is ContainerState.RUNNING]
 

@@ -14,7 +14,7 @@ from typing import Any
 from cri.types import ContainerState, ContainerStatus
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import ContainerKind, ContainerView, PodView, VolumeMount
-from minikubelet.runtime.state import PodRuntimeState, restart_count_of
+from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from probes.result import ProbeResults, Result
 
 OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
@@ -94,7 +94,8 @@ class Terminated:
             t["message"] = self.message
         t["startedAt"] = self.started_at
         t["finishedAt"] = self.finished_at
-        t["containerID"] = self.container_id
+        if self.container_id:
+            t["containerID"] = self.container_id
         return {"terminated": t}
 
 
@@ -124,6 +125,7 @@ class ContainerStatusValue:
     image_id: str
     container_id: str  # "" before the runtime knows the container
     spec: ContainerView
+    known: bool = True  # the runtime has (or had) this container: only then are its resources reported
 
     def render(self) -> dict[str, Any]:
         cs: dict[str, Any] = {
@@ -139,7 +141,8 @@ class ContainerStatusValue:
             cs["containerID"] = self.container_id
         cs["started"] = self.started
         c = self.spec
-        if c.has_resources:
+        if self.known:
+            # upstream convertToAPIContainerStatuses: only for containers the runtime reported
             if c.requests:
                 cs["allocatedResources"] = dict(c.requests)
             resources = {}
@@ -185,6 +188,12 @@ def _state(c: ContainerStatus, message: str, scheme: str) -> State:
     return Waiting()
 
 
+UNKNOWN_REASON = "ContainerStatusUnknown"
+VANISHED_MESSAGE = "The container could not be located when the pod was deleted.  The container used to be Running"
+INIT_INFERRED_MESSAGE = ("Unable to get init container status from container runtime and pod has been initialized, "
+                         "treat it as exited normally")
+
+
 def _container_status(
     inp: StatusInputs, c: ContainerView, default_reason: str, old: Mapping[str, Any] | None
 ) -> ContainerStatusValue:
@@ -194,23 +203,42 @@ def _container_status(
     state: State
     last: Terminated | None = None
     restart_count = 0
+    image = c.image
     image_id = container_id = ""
+    known = latest is not None
     if latest is not None:
         state = _state(latest, messages.get(latest.id, latest.message), inp.container_id_scheme)
         restart_count = restart_count_of(latest)
+        image = latest.image or c.image  # the runtime's reference, as upstream reports it
         image_id = latest.image_ref
         container_id = inp.container_id_scheme + latest.id
         if prev is not None and prev.state is ContainerState.EXITED:
             last = _terminated(prev, messages.get(prev.id, prev.message), inp.container_id_scheme)
         elif old and old.get("lastState") and old.get("restartCount") == restart_count:
             last = _parse_last_state(old["lastState"])
+    elif old and (old.get("state") or {}).get("terminated"):
+        # The runtime removed a container that had terminated: its last report stays the truth (upstream).
+        state = Terminated.parse(old["state"]["terminated"])
+        restart_count = int(old.get("restartCount", 0))
+        image, image_id = str(old.get("image") or c.image), str(old.get("imageID") or "")
+        container_id = str(old.get("containerID") or "")
+        last = _parse_last_state(old["lastState"]) if old.get("lastState") else None
+        known = True
     else:
         state = Waiting(default_reason)
         if old:
-            # The runtime forgot the container (removed); the last report stays the truth.
             restart_count = int(old.get("restartCount", 0))
             if old.get("lastState"):
                 last = _parse_last_state(old["lastState"])
+            elif "running" in (old.get("state") or {}):
+                # It ran and vanished (removed behind our back, or a reboot): not "never ran".
+                last = Terminated(137, UNKNOWN_REASON, VANISHED_MESSAGE, None, None, "")
+                if inp.pod.deletion_timestamp is None:
+                    restart_count += 1
+        if (c.kind == "init" and _any_regular_created(inp) and isinstance(state, Waiting)
+                and state.reason == default_reason):
+            # upstream: removed init containers of an initialized pod count as completed
+            state = Terminated(0, "Completed", INIT_INFERRED_MESSAGE, None, None, "")
     running = latest is not None and latest.state is ContainerState.RUNNING
     cached = inp.reasons.get(c.name)
     if cached is not None and not running:
@@ -234,8 +262,20 @@ def _container_status(
             ready = True
     return ContainerStatusValue(
         name=c.name, kind=c.kind, state=state, last_state=last, ready=ready, started=started,
-        restart_count=restart_count, image=c.image, image_id=image_id, container_id=container_id, spec=c,
+        restart_count=restart_count, image=image, image_id=image_id, container_id=container_id, spec=c,
+        known=known,
     )
+
+
+def _any_regular_created(inp: StatusInputs) -> bool:
+    """Upstream HasAnyRegularContainerCreated: a regular container exists in the runtime."""
+    return any(inp.state.latest(c.name) is not None for c in inp.pod.app_containers)
+
+
+def has_active_regular_container(inp: StatusInputs) -> bool:
+    """Upstream HasAnyActiveRegularContainerStarted: a regular container exists in the newest sandbox."""
+    names = {c.name for c in inp.pod.app_containers}
+    return any(name_of(c) in names for c in inp.state.active())
 
 
 def _old_by_name(old: Mapping[str, Any] | None, key: str) -> dict[str, Mapping[str, Any]]:
@@ -253,6 +293,7 @@ def container_statuses(inp: StatusInputs) -> tuple[list[ContainerStatusValue], l
     old_app = _old_by_name(inp.old, "containerStatuses")
     inits = [_container_status(inp, c, default_reason, old_init.get(c.name)) for c in pod.init_containers]
     apps = [_container_status(inp, c, default_reason, old_app.get(c.name)) for c in pod.app_containers]
+    apps.sort(key=lambda cs: cs.name)  # upstream SortedContainerStatuses
     return inits, apps
 
 
@@ -260,11 +301,16 @@ def any_regular_started(apps: Statuses) -> bool:
     return any(isinstance(s.state, (Running, Terminated)) for s in apps)
 
 
-def get_phase(pod: PodView, inits: Statuses, apps: Statuses, pod_is_terminal: bool) -> str:
-    """Upstream getPhase (sidecar-aware)."""
+def get_phase(pod: PodView, inits: Statuses, apps: Statuses, pod_is_terminal: bool,
+              pod_has_initialized: bool = False) -> str:
+    """Upstream getPhase (1.36, with ContainerRestartRules' per-container restart decision).
+
+    `pod_has_initialized`: a regular container exists in the newest sandbox
+    (HasAnyActiveRegularContainerStarted), so a restarting sidecar does not send the pod back to Pending."""
     by_name = {s.name: s for s in inits}
-    pending_init = failed_init = 0
-    unknown = running = waiting = stopped = succeeded = 0
+    pending_regular_init = pending_sidecar = failed_init_not_restartable = failed_init = 0
+    unknown = running = waiting = stopped = stopped_not_restartable = succeeded = 0
+    policy = pod.restart_policy
     for c in pod.init_containers:
         s = by_name.get(c.name)
         if c.is_sidecar:
@@ -272,53 +318,63 @@ def get_phase(pod: PodView, inits: Statuses, apps: Statuses, pod_is_terminal: bo
                 unknown += 1
             elif isinstance(s.state, Running):
                 if not s.started:
-                    pending_init += 1
+                    pending_sidecar += 1
                 running += 1
             elif isinstance(s.state, Waiting) and s.last_state is None:
-                pending_init += 1
+                pending_sidecar += 1
                 waiting += 1
             continue
         if s is None or isinstance(s.state, Running):
-            pending_init += 1
-        elif isinstance(s.state, Terminated):
-            if s.state.exit_code != 0:
-                failed_init += 1
-        elif s.last_state is not None:
-            if s.last_state.exit_code != 0:
-                failed_init += 1
-        else:
-            pending_init += 1
+            pending_regular_init += 1
+            continue
+        exit_code = s.state.exit_code if isinstance(s.state, Terminated) else (
+            s.last_state.exit_code if s.last_state is not None else None)
+        if exit_code is None:
+            pending_regular_init += 1
+        elif exit_code != 0:
+            failed_init += 1
+            if not _should_restart(policy, exit_code):
+                failed_init_not_restartable += 1
 
     for s in apps:
         if isinstance(s.state, Running):
             running += 1
         elif isinstance(s.state, Terminated):
             stopped += 1
+            if not _should_restart(policy, s.state.exit_code):
+                stopped_not_restartable += 1
             if s.state.exit_code == 0:
                 succeeded += 1
         elif s.last_state is not None:
             stopped += 1
+            if not _should_restart(policy, s.last_state.exit_code):
+                stopped_not_restartable += 1
         else:
             waiting += 1
+    unknown += sum(1 for c in pod.app_containers if c.name not in {s.name for s in apps})
 
-    policy = pod.restart_policy
-    if failed_init > 0 and policy == "Never":
+    if failed_init_not_restartable > 0:
         return "Failed"
-    if (pending_init > 0 and not any_regular_started(apps)) or waiting > 0:
+    if pending_regular_init > 0 or (pending_sidecar > 0 and not pod_has_initialized) or waiting > 0:
         return "Pending"
     if running > 0 and unknown == 0:
         return "Running"
     if running == 0 and stopped > 0 and unknown == 0:
         if pod_is_terminal and not pod.is_static:
             return "Succeeded" if stopped == succeeded else "Failed"
-        if policy == "Always":
+        if stopped != stopped_not_restartable:
             return "Running"
-        if stopped == succeeded:
-            return "Succeeded"
-        if policy == "Never":
-            return "Failed"
-        return "Running"
+        return "Succeeded" if stopped == succeeded else "Failed"
     return "Pending"
+
+
+def _should_restart(policy: str, exit_code: int) -> bool:
+    """podutil.ContainerShouldRestart for a container without a restart policy of its own."""
+    if policy == "Always":
+        return True
+    if policy == "OnFailure":
+        return exit_code != 0
+    return False
 
 
 # ---- conditions ----------------------------------------------------------------------------
@@ -379,9 +435,12 @@ def pod_ready(pod: PodView, cr: Condition, conditions: Sequence[Mapping[str, Any
 
 
 def initialized(pod: PodView, inits: Statuses, apps: Statuses, phase: str) -> Condition:
+    """Upstream GeneratePodInitializedCondition."""
+    by_name = {s.name: s for s in inits}
+    if phase == "Succeeded" and all(c.name in by_name for c in pod.init_containers):
+        return Condition(True, "PodCompleted")
     if not pod.init_containers or any_regular_started(apps):
         return TRUE
-    by_name = {s.name: s for s in inits}
     unknown, incomplete = [], []
     for c in pod.init_containers:
         s = by_name.get(c.name)
@@ -392,8 +451,6 @@ def initialized(pod: PodView, inits: Statuses, apps: Statuses, phase: str) -> Co
                 incomplete.append(c.name)
         elif not isinstance(s.state, Terminated) or s.state.exit_code != 0:
             incomplete.append(c.name)
-    if phase == "Succeeded" and not unknown:
-        return Condition(False, "PodCompleted")
     return _listed("ContainersNotInitialized", unknown, "incomplete", incomplete)
 
 
@@ -419,14 +476,21 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
     old = inp.old or {}
     api_status = pod.api_status
     inits, apps = container_statuses(inp)
-    phase = get_phase(pod, inits, apps, inp.pod_is_terminal)
+    phase = get_phase(pod, inits, apps, inp.pod_is_terminal, has_active_regular_container(inp))
+    # upstream generateAPIPodStatus: the status manager's status, else the API's, is the previous one
+    prev = inp.old if inp.old is not None else api_status
+    if phase not in TERMINAL_PHASES:
+        if prev.get("phase") in TERMINAL_PHASES:
+            phase = str(prev["phase"])  # a terminal phase never goes back
+        elif api_status.get("phase") in TERMINAL_PHASES:
+            phase = str(api_status["phase"])
     reason = message = ""
-    old_phase = old.get("phase") or api_status.get("phase")
+    if phase == prev.get("phase"):
+        # the reason and message belong to the phase: kept while it lasts
+        reason = str(prev.get("reason") or api_status.get("reason") or "")
+        message = str(prev.get("message") or api_status.get("message") or "")
     if inp.override is not None:
         phase, reason, message = inp.override
-    elif old_phase in TERMINAL_PHASES and phase not in TERMINAL_PHASES:
-        phase = str(old_phase)  # a terminal phase never goes back
-        reason, message = str(old.get("reason", "")), str(old.get("message", ""))
 
     gen = pod.generation
     old_conds = {str(c.get("type")): c for c in old.get("conditions") or []}
@@ -437,13 +501,26 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
     ]
     sandbox_needed, _ = inp.state.sandbox_changed(pod.host_network)
     cr = containers_ready(pod, inits, apps, phase)
+    # upstream: the conditions other owners set come first; a DisruptionTarget set at eviction or node
+    # shutdown is carried over; then the kubelet's own
+    carried = list(foreign)
+    disruption = old_conds.get("DisruptionTarget")
+    if disruption is not None:  # ReplaceOrAppendPodCondition
+        at = next((i for i, c in enumerate(carried) if c.get("type") == "DisruptionTarget"), None)
+        if at is None:
+            carried.append(dict(disruption))
+        else:
+            carried[at] = dict(disruption)
+    initialized_cond = _condition("Initialized", initialized(pod, inits, apps, phase), old_conds, inp.now, gen)
+    ready_to_start = _condition("PodReadyToStartContainers", Condition(not sandbox_needed), old_conds, inp.now, gen)
     conditions = [
-        _condition("PodReadyToStartContainers", Condition(not sandbox_needed), old_conds, inp.now, gen),
-        _condition("Initialized", initialized(pod, inits, apps, phase), old_conds, inp.now, gen),
-        _condition("Ready", pod_ready(pod, cr, foreign), old_conds, inp.now, gen),
+        *carried,
+        ready_to_start,
+        initialized_cond,
+        _condition("Ready", pod_ready(pod, cr, [*carried, ready_to_start, initialized_cond]), old_conds, inp.now,
+                   gen),
         _condition("ContainersReady", cr, old_conds, inp.now, gen),
         _condition("PodScheduled", TRUE, old_conds, inp.now, gen),
-        *foreign,
     ]
     status: dict[str, Any] = {}
     if gen is not None:

@@ -274,3 +274,11 @@ def test_first_file_from_tar() -> None:
     long_name = tar_of("d" * 200 + "/termination-log", b"pax")  # preceded by a PAX header
     assert first_file_from_tar(long_name, 10) == b"pax"
     assert first_file_from_tar(b"not a tar", 10) is None
+
+
+def test_image_is_the_first_repo_tag_as_cri_dockerd_reports_it() -> None:
+    state = {"Running": True, "StartedAt": "2024-01-01T00:00:00.5Z", "FinishedAt": ZERO}
+    tagged = container_status(inspect(state), {"RepoTags": ["minikubelet.test/busybox:1.36", "busybox:1.28"]})
+    assert tagged.image == "minikubelet.test/busybox:1.36"
+    untagged = container_status(inspect(state), {"RepoTags": []})
+    assert untagged.image == inspect(state)["Config"]["Image"]
