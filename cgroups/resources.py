@@ -77,6 +77,24 @@ def _max_into(total: dict[str, Fraction], part: ResourceList) -> None:
             total[name] = value
 
 
+def limits_as_declared(pod: PodView) -> list[ResourceList]:
+    """The limits upstream's PodLimits hands its ContainerFn, container by container: a regular container's
+    own; a sidecar's, the cumulative limits of the sidecars so far; a regular init container's, its own plus
+    the sidecars started before it (they run beside it)."""
+    seen = [container_limits(c) for c in pod.app_containers]
+    sidecars: dict[str, Fraction] = {}
+    for c in pod.init_containers:
+        own = container_limits(c)
+        if c.is_sidecar:
+            _add(sidecars, own)
+            seen.append(dict(sidecars))
+        else:
+            use = dict(own)
+            _add(use, sidecars)
+            seen.append(use)
+    return seen
+
+
 def aggregate(pod: PodView, read: Callable[[ContainerView], ResourceList]) -> ResourceList:
     """Sidecar-aware aggregate of one per-container resource list (requests or limits)."""
     result: dict[str, Fraction] = {}
@@ -109,21 +127,22 @@ def pod_requests(pod: PodView) -> ResourceList:
 def pod_limits(pod: PodView) -> LimitList:
     """Effective pod limits; None where the pod is unlimited for that resource.
 
-    A resource is unlimited unless every container (regular, init and sidecar) declares a
-    non-zero limit for it, or the pod-level spec.resources.limits sets it. Overhead is added to
+    A resource is unlimited unless every container declares a non-zero limit for it, as upstream
+    ResourceConfigForPod counts them (a regular init container is covered by the sidecars running beside
+    it: `limits_as_declared`), or the pod-level spec.resources.limits sets it. Overhead is added to
     bounded limits only, as upstream adds it to non-zero limits.
     """
     summed = aggregate(pod, container_limits)
     pod_level = pod_level_limits(pod)
     names = set(_ALWAYS_REPORTED) | set(summed) | set(pod_level)
-    cs = pod.containers  # ephemeral containers never count
+    declared = limits_as_declared(pod)  # ephemeral containers never count
     result: LimitList = {}
     extra = overhead(pod)
     for name in sorted(names):
         value: Fraction | None
         if name in pod_level:
             value = pod_level[name]
-        elif cs and all(container_limits(c).get(name, Fraction(0)) > 0 for c in cs):
+        elif declared and all(limits.get(name, Fraction(0)) > 0 for limits in declared):
             value = summed[name]
         else:
             value = None

@@ -120,3 +120,19 @@ LIMIT_CASES: list[tuple[str, PodView, dict[str, str | None]]] = [
 @pytest.mark.parametrize(("case", "p", "expected"), LIMIT_CASES, ids=[c[0] for c in LIMIT_CASES])
 def test_pod_limits(case: str, p: PodView, expected: dict[str, str | None]) -> None:
     assert pod_limits(p) == {k: (None if v is None else q(v)) for k, v in expected.items()}
+
+
+def test_D10_ResourceConfigForPod_counts_sidecar_limits_beside_an_init_container_without_limits() -> None:
+    """Sidecar proxy 200m/64Mi, init `migrate` without limits, app 500m/128Mi: upstream declares both limits
+    (migrate runs beside the proxy) and sets 700m and 192Mi."""
+    p = PodView.of({"metadata": {"name": "p", "uid": "u"}, "spec": {
+        "initContainers": [
+            {"name": "proxy", "image": "i", "restartPolicy": "Always",
+             "resources": {"limits": {"cpu": "200m", "memory": "64Mi"}}},
+            {"name": "migrate", "image": "i"},
+        ],
+        "containers": [{"name": "app", "image": "i", "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}}}],
+    }})
+    limits = pod_limits(p)
+    assert limits["cpu"] == Fraction(7, 10)
+    assert limits["memory"] == 201326592
