@@ -380,8 +380,10 @@ def _grace_period(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> int:
 
 
 def container_hash(c: Mapping[str, Any]) -> str:
-    """A stable hash of the container spec; a change means the container must be recreated."""
-    body = json.dumps(c, sort_keys=True, separators=(",", ":"), default=str)
+    """Upstream HashContainer: only the fields a running container may see change (name and image) are
+    hashed, so an update of any other field never restarts it."""
+    body = json.dumps({"name": c.get("name"), "image": c.get("image")}, sort_keys=True, separators=(",", ":"),
+                      default=str)
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 

@@ -102,7 +102,8 @@ def test_spec_hash_is_the_container_hash_and_ignores_key_order() -> None:
     a = {"name": "a", "image": "x", "command": ["sleep", "1"]}
     b = {"command": ["sleep", "1"], "image": "x", "name": "a"}
     assert ContainerView.of(a).spec_hash == podview.container_hash(a) == ContainerView.of(b).spec_hash
-    assert ContainerView.of({**a, "command": ["sleep", "2"]}).spec_hash != ContainerView.of(a).spec_hash
+    assert ContainerView.of({**a, "image": "y"}).spec_hash != ContainerView.of(a).spec_hash
+    assert ContainerView.of({**a, "command": ["sleep", "2"]}).spec_hash == ContainerView.of(a).spec_hash
 
 
 def test_probe_defaults_as_upstream() -> None:

@@ -145,7 +145,7 @@ def test_liveness_failure_kills_and_restarts_unless_never() -> None:
 def test_changed_spec_restarts_container() -> None:
     p = pod([c("app")])
     app = running(p, "app")
-    p2 = pod([c("app", command=["sleep", "1"])], restart_policy="Never")
+    p2 = pod([c("app", image="busybox:1.37")], restart_policy="Never")
     a = plan(p2, app)
     assert a.containers_to_kill[app.id].message == "Container app definition changed, will be restarted"
     assert a.containers_to_start == ["app"]

@@ -52,3 +52,17 @@ def test_D2_oom_killed_init_is_restarted_when_the_policy_allows() -> None:
     state = PodRuntimeState("uid-1", [sandbox()], [exited(p, "i1", 0, reason="OOMKilled")])
     a = compute_pod_actions(PodView.of(p), state, ProbeResults())
     assert not a.kill_pod and a.init_to_start == ["i1"]
+
+
+def test_D12_HashContainer_hashes_only_name_and_image() -> None:
+    """A change of a field upstream does not hash (resources, env, probes) keeps the running container; a new
+    image restarts it."""
+    p = pod([c("app", env=[{"name": "A", "value": "1"}])])
+    app = running(p, "app")
+    changed = pod([c("app", env=[{"name": "A", "value": "2"}], resources={"limits": {"cpu": "1"}},
+                     readinessProbe={"exec": {"command": ["true"]}})])
+    keep = compute_pod_actions(PodView.of(changed), PodRuntimeState("uid-1", [sandbox()], [app]), ProbeResults())
+    assert keep.idle
+    new_image = pod([c("app", image="busybox:1.37", env=[{"name": "A", "value": "1"}])])
+    restart = compute_pod_actions(PodView.of(new_image), PodRuntimeState("uid-1", [sandbox()], [app]), ProbeResults())
+    assert restart.containers_to_kill[app.id].message == "Container app definition changed, will be restarted"
