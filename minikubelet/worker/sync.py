@@ -136,6 +136,8 @@ class PodSyncer:
             if actions.create_sandbox and state.sandboxes:
                 self._recorder.pod_event(view.raw, "Normal", ev.SANDBOX_CHANGED,
                                          "Pod sandbox changed, it will be killed and re-created.")
+            if actions.create_sandbox:
+                await self._purge_init_containers(view, state)
             state = await self.observe(uid)
         else:
             await self._kill_listed(view, actions.containers_to_kill, state)
@@ -157,6 +159,14 @@ class PodSyncer:
             c = view.find(name)
             if c is not None:
                 await self.containers.start(view, c, state, st, reported)
+
+    async def _purge_init_containers(self, view: PodView, state: PodRuntimeState) -> None:
+        """Upstream purgeInitContainers: a new sandbox runs every init container again, so the instances of
+        the old one go (else a completed one would count as done in the new sandbox)."""
+        names = {c.name for c in view.init_containers}
+        for c in state.containers:
+            if name_of(c) in names:
+                await self._runtime.remove_container(c.id)
 
     async def _kill_listed(self, view: PodView, kills: dict[str, KillContainer], state: PodRuntimeState) -> None:
         if not kills:

@@ -250,3 +250,22 @@ async def test_image_pulls_are_serialized_and_events_read_as_1_36(node: FakeNode
     await node.settle()
     assert dict(node.events("c"))["Pulled"] == (
         f'Container image "{IMAGE}" already present on machine and can be accessed by the pod')
+
+
+async def test_D15_a_new_sandbox_runs_every_init_container_again(node: FakeNode) -> None:
+    """Upstream SyncPod + purgeInitContainers: when the sandbox is re-created (a runtime or node restart), the old
+    init container instances are removed, so all init containers run again in order."""
+    node.runtime.program("i1", Program(exit_on_start=0))
+    node.runtime.program("i2", Program(exit_on_start=0))
+    inits = [{"name": "i1", "image": IMAGE}, {"name": "i2", "image": IMAGE}]
+    node.config.set_source_pods("file", [make_pod(inits=inits)])
+    await node.settle()
+    assert node.phase() == "Running"
+    sandbox = next(s for s in await node.runtime.list_pod_sandboxes() if s.state.name == "READY")
+    node.runtime.exit_container(sandbox.id, 0)  # the pause container dies: the sandbox must be re-created
+    await node.advance(2)
+    created = [c.args[1].metadata.name for c in node.runtime.calls if c.op == "create_container"]
+    assert created == ["i1", "i2", "app", "i1", "i2", "app"]
+    assert node.phase() == "Running"
+    names = sorted(s.metadata.name for s in node.runtime.statuses())
+    assert names == ["app", "app", "i1", "i2"]  # the old sandbox's init instances were purged
