@@ -26,6 +26,7 @@ from minikubelet.worker.container_config import container_config, sandbox_config
 from minikubelet.worker.dependencies import CgroupSource
 from minikubelet.worker.hooks import HookError, run_hook
 from minikubelet.worker.images import ImagePuller
+from minikubelet.worker.log_files import LogFiles
 from minikubelet.worker.planner import backoff_key
 from minikubelet.worker.pod_state import PodSyncState
 
@@ -38,7 +39,7 @@ PRESTOP_EXTRA_GRACE = 2  # upstream gives an overrunning preStop hook 2 s more, 
 class Containers:
     def __init__(self, runtime: Runtime, clock: Clock, recorder: EventRecorder, metrics: Metrics,
                  container_backoff: Backoff, images: ImagePuller, cgroups: CgroupSource | None,
-                 root_dir: str, pod_logs_dir: str, host_ip: str) -> None:
+                 root_dir: str, pod_logs_dir: str, host_ip: str, legacy_log_dir: str = "") -> None:
         self._runtime = runtime
         self._clock = clock
         self._recorder = recorder
@@ -49,6 +50,7 @@ class Containers:
         self._root_dir = root_dir
         self._pod_logs_dir = pod_logs_dir
         self._host_ip = host_ip
+        self.logs = LogFiles(pod_logs_dir, legacy_log_dir)
 
     def _fail_start(self, pod: Pod, c: Container, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
@@ -122,6 +124,11 @@ class Containers:
         cgroup_parent = self.cgroups.cgroup_parent(pod) if self.cgroups else ""
         scfg = sandbox_config(pod, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent)
         try:
+            self.logs.ensure_container_dir(podview.namespace(pod), podview.name(pod), uid, name)
+        except OSError as e:
+            message = f"create container log directory for container {name} failed: {e}"
+            return self._fail_start(pod, c, st, "CreateContainerConfigError", message, f"Error: {message}")
+        try:
             cid = await self._runtime.create_container(sandbox.id, cfg, scfg)
         except CreateContainerError as e:
             return self._fail_start(pod, c, st, "CreateContainerError", str(e), f"Error: {e}")
@@ -131,6 +138,8 @@ class Containers:
         except (StartContainerError, NotFoundError) as e:
             return self._fail_start(pod, c, st, "RunContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.STARTED, f"Started container {name}", name)
+        self.logs.link_legacy(cid, name, podview.name(pod), podview.namespace(pod),
+                              os.path.join(scfg.log_directory, cfg.log_path))
         self._metrics.started_containers.labels(podview.container_kind(pod, name) or "container").inc()
 
         lifecycle = c.get("lifecycle") if isinstance(c.get("lifecycle"), dict) else {}
@@ -218,6 +227,11 @@ class Containers:
             return ""
         resources = self.cgroups.sandbox_resources() if self.cgroups else None
         cfg = sandbox_config(pod, attempt, self._pod_logs_dir, cgroup_parent, resources)
+        try:
+            self.logs.ensure_pod_dir(podview.namespace(pod), podview.name(pod), podview.uid(pod))
+        except OSError as e:
+            self._sandbox_failed(pod, st, f"failed to create log directory for pod {podview.format_pod(pod)}: {e}")
+            return ""
         try:
             return str(await self._runtime.run_pod_sandbox(cfg))
         except RuntimeError_ as e:

@@ -304,9 +304,10 @@ class PodSyncer:
         uid = podview.uid(pod)
         state = await self.observe(uid)
         for c in state.containers:
-            await self._runtime.remove_container(c.id)
+            await self.containers.logs.remove_container(self._runtime, c)
         for sb in state.sandboxes:
             await self._runtime.remove_pod_sandbox(sb.id)
+        self.containers.logs.remove_pod_dir(podview.namespace(pod), podview.name(pod), uid)
         teardown_pod_dir(self._root_dir, uid)
         cgroups = self.cgroups
         if cgroups is not None:
