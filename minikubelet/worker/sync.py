@@ -24,6 +24,7 @@ from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path
 from minikubelet.worker.backoff import Backoff, pod_key_prefix
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.gc import prune_init_containers
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.lifecycle import KillPodOptions, PodStatusFn
 from minikubelet.worker.planner import (
@@ -142,6 +143,7 @@ class PodSyncer:
             state = await self.observe(uid)
         else:
             await self._kill_listed(pod, actions.containers_to_kill, state)
+        await prune_init_containers(self._runtime, self.containers.logs, pod, state)
         if actions.create_sandbox:
             if not await self.containers.create_sandbox(pod, actions.attempt, st):
                 return

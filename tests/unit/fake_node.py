@@ -27,6 +27,7 @@ from minikubelet.worker.backoff import (
     Backoff,
 )
 from minikubelet.worker.containers import Containers
+from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
@@ -67,6 +68,7 @@ class FakeNode:
         self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(max_pods)], self.clock,
                                   self.recorder)
         self.config = PodConfig(self.manager.handle)
+        self.gc = ContainerGC(self.runtime, self.clock, containers.logs, self.workers.uids)
         self.pleg = PLEG(self.runtime, self.clock, self.metrics, self.workers.wake)
         self._pleg_task = asyncio.get_running_loop().create_task(self.pleg.run_events())
 
