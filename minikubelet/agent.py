@@ -79,7 +79,7 @@ class Agent:
         self.images = ImagePuller(runtime, self.image_backoff, self.recorder, self.metrics, self.clock)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
-                                     config.legacy_container_logs_dir)
+                                     legacy_log_dir=config.legacy_container_logs_dir)
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 

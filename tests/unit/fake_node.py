@@ -60,7 +60,8 @@ class FakeNode:
         image_backoff = Backoff(self.clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
         images = ImagePuller(self.runtime, image_backoff, self.recorder, self.metrics, self.clock)
         containers = Containers(self.runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
-                                images, None, str(root), str(root / "logs"), "10.0.0.1", str(root / "containers"))
+                                images, None, str(root), str(root / "logs"), "10.0.0.1",
+                                legacy_log_dir=str(root / "containers"))
         self.syncer = PodSyncer(self.runtime, self.clock, self.recorder, self.metrics, containers, images,
                                 self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
         self.finished: list[str] = []
