@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import inspect
 import itertools
+import os
 import signal as signals
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -165,6 +166,13 @@ def _image_id(key: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
+def _append_log_file(obj: _Object, data: bytes) -> None:
+    """Like containerd, the runtime writes the kubelet's log path itself, when the kubelet made its directory."""
+    if obj.log_path and os.path.isdir(os.path.dirname(obj.log_path)):
+        with open(obj.log_path, "ab") as f:
+            f.write(data)
+
+
 def _matches(labels: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
     return all(labels.get(key) == value for key, value in (wanted or {}).items())
 
@@ -253,7 +261,9 @@ class FakeRuntime:
         )
 
     def write_log(self, container_id: str, data: bytes) -> None:
-        self._get(container_id).logs.extend(data)
+        obj = self._get(container_id)
+        obj.logs.extend(data)
+        _append_log_file(obj, data)
 
     def exit_container(
         self, container_id: str, exit_code: int = 0, *, oom: bool = False, reason: str = "", message: str = ""
@@ -346,6 +356,7 @@ class FakeRuntime:
         obj.pid = 1000 + next(self._ids)
         obj.exited.clear()
         obj.logs.extend(obj.program.logs)
+        _append_log_file(obj, obj.program.logs)
         self._emit(obj, ContainerEventType.STARTED)
         if obj.program.exit_on_start is not None:
             self._exit(obj, obj.program.exit_on_start, "", "")

@@ -38,6 +38,7 @@ from minikubelet.worker.backoff import (
 )
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.sync import PodSyncer
@@ -84,7 +85,8 @@ class Agent:
                                   serialize=config.serialize_image_pulls)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
-                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)))
+                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)),
+                                     legacy_log_dir=config.legacy_container_logs_dir)
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 
@@ -92,6 +94,7 @@ class Agent:
             return PodWorker(pod, self.syncer, self.clock, self.metrics, config.sync_frequency, adopted=adopted)
 
         self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
+        self.container_gc = ContainerGC(runtime, self.clock, self.containers.logs, self.workers.uids)
         self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(config.max_pods)], self.clock,
                                   self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
@@ -190,6 +193,7 @@ class Agent:
                     tg.create_task(self.pleg.run_events(), name="pleg-events"),
                     tg.create_task(self.static.run(), name="static-pods"),
                     tg.create_task(self._housekeeping(), name="housekeeping"),
+                    tg.create_task(self.container_gc.run(), name="container-gc"),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from minikubelet import KUBERNETES_VERSION, __version__
+from minikubelet.base.quantity import to_bytes
 from minikubelet.config.flags import build_parser, flags_to_overrides
 from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config
 from minikubelet.logs import setup_logging
@@ -19,7 +20,9 @@ async def _run(config: KubeletConfig, node_ip: str) -> int:
     from cri.docker import DockerRuntime
     from minikubelet.agent import Agent
 
-    runtime = DockerRuntime(config.container_runtime_endpoint, config.pod_infra_container_image)
+    runtime = DockerRuntime(config.container_runtime_endpoint, config.pod_infra_container_image,
+                            log_max_size=to_bytes(config.container_log_max_size),
+                            log_max_files=config.container_log_max_files)
     try:
         await runtime.connect()
         agent = Agent(config, runtime, node_ip=node_ip)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from cri.docker.naming import container_labels, sandbox_labels
@@ -9,7 +10,8 @@ from cri.types import ContainerConfig, LinuxResources, Mount, PodSandboxConfig, 
 
 # cri-dockerd gives the pause container the minimum weight; it only holds namespaces.
 SANDBOX_CPU_SHARES = 2
-LOG_CONFIG = {"Type": "json-file", "Config": {}}
+LOG_DRIVER = "json-file"
+LOG_CONFIG = {"Type": LOG_DRIVER, "Config": {}}
 _PROTOCOLS = {"TCP": "tcp", "UDP": "udp", "SCTP": "sctp"}
 _PROPAGATION = {"private": "", "rslave": "rslave", "rshared": "rshared"}
 
@@ -114,14 +116,22 @@ def container_log_path(sandbox_config: PodSandboxConfig, config: ContainerConfig
     return f"{sandbox_config.log_directory.rstrip('/')}/{config.log_path}"
 
 
-def container_create_body(sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig) -> dict[str, Any]:
+def log_options(max_size: int, max_files: int) -> dict[str, str]:
+    """json-file rotation: Docker keeps at most `max_files` files of `max_size` bytes (0: unbounded)."""
+    if max_size <= 0:
+        return {}
+    return {"max-size": str(max_size), "max-file": str(max(max_files, 1))}
+
+
+def container_create_body(sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig,
+                          log_opts: Mapping[str, str] | None = None) -> dict[str, Any]:
     joined = f"container:{sandbox_id}"
     host_config: dict[str, Any] = {
         "Binds": mount_binds(config.mounts),
         "RestartPolicy": {"Name": "no"},
         "NetworkMode": joined,
         "IpcMode": joined,
-        "LogConfig": LOG_CONFIG,
+        "LogConfig": {"Type": LOG_DRIVER, "Config": dict(log_opts or {})},
         "Privileged": config.privileged,
         "ReadonlyRootfs": config.readonly_rootfs,
         **resource_fields(config.resources),

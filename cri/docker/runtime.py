@@ -10,7 +10,7 @@ from typing import Any
 
 from cri.docker import archive, convert
 from cri.docker.client import DockerAPIError, DockerClient, label_filters
-from cri.docker.create_config import ConfigError, container_create_body, sandbox_create_body
+from cri.docker.create_config import ConfigError, container_create_body, log_options, sandbox_create_body
 from cri.docker.events import container_events
 from cri.docker.exec import exec_sync
 from cri.docker.images import DockerImages
@@ -67,8 +67,13 @@ class DockerRuntime:
         endpoint: str = DEFAULT_ENDPOINT,
         pause_image: str = DEFAULT_PAUSE_IMAGE,
         sandbox_stop_timeout: float = SANDBOX_STOP_TIMEOUT,
+        log_max_size: int = 0,
+        log_max_files: int = 0,
     ) -> None:
+        """`log_max_size` bytes x `log_max_files` bound each container's json log (the kubelet's
+        containerLogMaxSize / containerLogMaxFiles); 0 leaves Docker's default (unbounded)."""
         self.endpoint = endpoint
+        self.log_opts = log_options(log_max_size, log_max_files)
         self.pause_image = pause_image
         self.sandbox_stop_timeout = sandbox_stop_timeout
         self._client_: DockerClient | None = None
@@ -229,7 +234,7 @@ class DockerRuntime:
     async def create_container(self, sandbox_id: str, config: ContainerConfig, sandbox_config: PodSandboxConfig) -> str:
         name = make_container_name(sandbox_config.metadata, config.metadata)
         try:
-            body = container_create_body(sandbox_id, config, sandbox_config)
+            body = container_create_body(sandbox_id, config, sandbox_config, self.log_opts)
         except ConfigError as exc:
             raise CreateContainerError(str(exc)) from exc
         try:

@@ -45,6 +45,9 @@ class KubeletConfig:
     cgroup_driver: str = "cgroupfs"
     max_pods: int = 110
     pod_logs_dir: str = "/var/log/pods"
+    container_log_max_size: str = "10Mi"
+    container_log_max_files: int = 5
+    legacy_container_logs_dir: str = "/var/log/containers"
     root_dir: str = "/var/lib/minikubelet"
     pod_infra_container_image: str = "registry.k8s.io/pause:3.10"
     hostname_override: str = ""
@@ -284,6 +287,15 @@ def _feature_gates(value: object) -> dict[str, bool]:
     return dict(value)
 
 
+def _log_max_size(value: object) -> str:
+    try:
+        if not isinstance(value, str) or parse_quantity(value) <= 0:
+            raise QuantityError(str(value))
+    except QuantityError:
+        raise ValueError(f"must be a positive quantity such as \"10Mi\", got {value!r}") from None
+    return value
+
+
 def _cfs_period(value: object) -> float:
     seconds = _duration(value)
     if not 0.001 <= seconds <= 1.0:
@@ -318,6 +330,10 @@ _FIELDS = (
     _Field("cgroup_driver", "cgroupDriver", "--cgroup-driver", _one_of("cgroupfs", "systemd"), "cgroupfs or systemd."),
     _Field("max_pods", "maxPods", "--max-pods", _int_between(1, _INT32_MAX), "Maximum number of pods on this node.", int),
     _Field("pod_logs_dir", "podLogsDir", None, _absolute_path),
+    _Field("container_log_max_size", "containerLogMaxSize", None, _log_max_size),
+    _Field("container_log_max_files", "containerLogMaxFiles", None, _int_between(2, _INT32_MAX)),
+    # not upstream's (a constant there): lets tests and lab hosts keep the links out of /var/log
+    _Field("legacy_container_logs_dir", "legacyContainerLogsDir", None, _absolute_path),
     _Field("root_dir", "rootDir", "--root-dir", _absolute_path, "Directory for the agent's state (volumes, checkpoints)."),
     _Field("pod_infra_container_image", "podInfraContainerImage", "--pod-infra-container-image", _string, "Image of the pod sandbox (pause) container."),
     _Field("hostname_override", "hostnameOverride", "--hostname-override", _hostname, "Use this name as the node name instead of the hostname."),

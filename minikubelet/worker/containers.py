@@ -26,6 +26,7 @@ from minikubelet.worker.container_config import container_config, sandbox_config
 from minikubelet.worker.dependencies import CgroupSource
 from minikubelet.worker.hooks import HookError, run_hook
 from minikubelet.worker.images import ImagePuller
+from minikubelet.worker.log_files import LogFiles
 from minikubelet.worker.planner import backoff_key
 from minikubelet.worker.pod_state import PodSyncState
 
@@ -40,7 +41,7 @@ class Containers:
     def __init__(self, runtime: Runtime, clock: Clock, recorder: EventRecorder, metrics: Metrics,
                  container_backoff: Backoff, images: ImagePuller, cgroups: CgroupSource | None,
                  root_dir: str, pod_logs_dir: str, host_ip: str,
-                 allocatable: Mapping[str, Fraction] | None = None) -> None:
+                 allocatable: Mapping[str, Fraction] | None = None, legacy_log_dir: str = "") -> None:
         self._runtime = runtime
         self._clock = clock
         self._recorder = recorder
@@ -52,6 +53,7 @@ class Containers:
         self._pod_logs_dir = pod_logs_dir
         self._host_ip = host_ip
         self.allocatable: Mapping[str, Fraction] = allocatable or {}  # for resourceFieldRef without a limit
+        self.logs = LogFiles(pod_logs_dir, legacy_log_dir)
 
     def _fail_start(self, view: PodView, c: ContainerView, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
@@ -126,6 +128,11 @@ class Containers:
         cgroup_parent = self.cgroups.cgroup_parent(view) if self.cgroups else ""
         scfg = sandbox_config(view, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent)
         try:
+            self.logs.ensure_container_dir(view.namespace, view.name, uid, name)
+        except OSError as e:
+            message = f"create container log directory for container {name} failed: {e}"
+            return self._fail_start(view, c, st, "CreateContainerConfigError", message, f"Error: {message}")
+        try:
             cid = await self._runtime.create_container(sandbox.id, cfg, scfg)
         except CreateContainerError as e:
             return self._fail_start(view, c, st, "CreateContainerError", str(e), f"Error: {e}")
@@ -135,6 +142,7 @@ class Containers:
         except (StartContainerError, NotFoundError) as e:
             return self._fail_start(view, c, st, "RunContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.STARTED, "Container started", name)
+        self.logs.link_legacy(cid, name, view.name, view.namespace, os.path.join(scfg.log_directory, cfg.log_path))
         self._metrics.started_containers.labels(c.kind).inc()
 
         if c.post_start:
@@ -230,6 +238,11 @@ class Containers:
             return ""
         resources = self.cgroups.sandbox_resources() if self.cgroups else None
         cfg = sandbox_config(view, attempt, self._pod_logs_dir, cgroup_parent, resources)
+        try:
+            self.logs.ensure_pod_dir(view.namespace, view.name, view.uid)
+        except OSError as e:
+            self._sandbox_failed(pod, st, f"failed to create log directory for pod {view.format_pod}: {e}")
+            return ""
         try:
             return str(await self._runtime.run_pod_sandbox(cfg))
         except RuntimeError_ as e:

@@ -23,6 +23,7 @@ from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path
 from minikubelet.worker.backoff import Backoff, pod_key_prefix
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.gc import prune_init_containers
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.lifecycle import KillPodOptions, PodStatusFn
 from minikubelet.worker.planner import (
@@ -141,6 +142,7 @@ class PodSyncer:
             state = await self.observe(uid)
         else:
             await self._kill_listed(view, actions.containers_to_kill, state)
+        await prune_init_containers(self._runtime, self.containers.logs, view, state)
         if actions.create_sandbox:
             if not await self.containers.create_sandbox(view, actions.attempt, st):
                 return
@@ -166,7 +168,7 @@ class PodSyncer:
         names = {c.name for c in view.init_containers}
         for c in state.containers:
             if name_of(c) in names:
-                await self._runtime.remove_container(c.id)
+                await self.containers.logs.remove_container(self._runtime, c)
 
     async def _kill_listed(self, view: PodView, kills: dict[str, KillContainer], state: PodRuntimeState) -> None:
         if not kills:
@@ -312,9 +314,10 @@ class PodSyncer:
         uid = view.uid
         state = await self.observe(uid)
         for c in state.containers:
-            await self._runtime.remove_container(c.id)
+            await self.containers.logs.remove_container(self._runtime, c)
         for sb in state.sandboxes:
             await self._runtime.remove_pod_sandbox(sb.id)
+        self.containers.logs.remove_pod_dir(view.namespace, view.name, uid)
         teardown_pod_dir(self._root_dir, uid)
         cgroups = self.cgroups
         if cgroups is not None:

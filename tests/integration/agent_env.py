@@ -45,6 +45,7 @@ class AgentProcess:
         self.manifests = base / "manifests"
         self.root = base / "root"
         self.logs = base / "pod-logs"
+        self.legacy_logs = base / "container-logs"  # never the host's /var/log/containers
         self.manifests.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.node = f"mkl-{uuid.uuid4().hex[:6]}"
@@ -68,6 +69,7 @@ class AgentProcess:
             "containerRuntimeEndpoint": self.docker_host,
             "rootDir": str(self.root),
             "podLogsDir": str(self.logs),
+            "legacyContainerLogsDir": str(self.legacy_logs),
             "cgroupRoot": self.cgroup_root,
             "hostnameOverride": self.node,
             **self.extra,

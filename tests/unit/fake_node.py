@@ -27,6 +27,7 @@ from minikubelet.worker.backoff import (
     Backoff,
 )
 from minikubelet.worker.containers import Containers
+from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
@@ -59,7 +60,8 @@ class FakeNode:
         image_backoff = Backoff(self.clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
         images = ImagePuller(self.runtime, image_backoff, self.recorder, self.metrics, self.clock)
         containers = Containers(self.runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
-                                images, None, str(root), str(root / "logs"), "10.0.0.1")
+                                images, None, str(root), str(root / "logs"), "10.0.0.1",
+                                legacy_log_dir=str(root / "containers"))
         self.syncer = PodSyncer(self.runtime, self.clock, self.recorder, self.metrics, containers, images,
                                 self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
         self.syncer.container_id_scheme = self.runtime.runtime_version.container_id_scheme
@@ -68,6 +70,7 @@ class FakeNode:
         self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(max_pods)], self.clock,
                                   self.recorder)
         self.config = PodConfig(self.manager.handle)
+        self.gc = ContainerGC(self.runtime, self.clock, containers.logs, self.workers.uids)
         self.pleg = PLEG(self.runtime, self.clock, self.metrics, self.workers.wake)
         self._pleg_task = asyncio.get_running_loop().create_task(self.pleg.run_events())
 

@@ -40,6 +40,8 @@ def test_defaults_without_file_or_flags() -> None:
     assert config.runtime_request_timeout == 120.0
     assert config.enforce_node_allocatable == ("pods",)
     assert (config.max_pods, config.pod_pids_limit) == (110, -1)
+    assert (config.container_log_max_size, config.container_log_max_files) == ("10Mi", 5)
+    assert (config.pod_logs_dir, config.legacy_container_logs_dir) == ("/var/log/pods", "/var/log/containers")
 
 
 def test_default_mappings_are_not_shared_between_instances() -> None:
@@ -60,6 +62,9 @@ kubeReserved: {cpu: 100m, memory: 1Gi}
 featureGates: {SidecarContainers: true}
 enforceNodeAllocatable: [pods, kube-reserved]
 cpuCFSQuota: false
+containerLogMaxSize: 100Ki
+containerLogMaxFiles: 2
+legacyContainerLogsDir: /tmp/legacy
 logging: {verbosity: 4}
 """)
     config, warnings = load_config(path, {})
@@ -75,6 +80,8 @@ logging: {verbosity: 4}
     assert config.feature_gates == {"SidecarContainers": True}
     assert config.enforce_node_allocatable == ("pods", "kube-reserved")
     assert config.cpu_cfs_quota is False
+    assert (config.container_log_max_size, config.container_log_max_files) == ("100Ki", 2)
+    assert config.legacy_container_logs_dir == "/tmp/legacy"
     assert config.verbosity == 4
 
 
@@ -143,6 +150,11 @@ def test_wrong_api_version_or_kind_is_an_error(tmp_path: Path, header: str, need
         ("staticPodURL: ftp://x/y", "staticPodURL: must be an http:// or https:// URL"),
         ("hostnameOverride: Bad_Name!", "hostnameOverride: must be a valid DNS-1123 subdomain"),
         ("podPidsLimit: -2", "podPidsLimit: must be an integer between -1"),
+        ("containerLogMaxSize: 0", "containerLogMaxSize: must be a positive quantity"),
+        ("containerLogMaxSize: 10 megs", "containerLogMaxSize: must be a positive quantity"),
+        ("containerLogMaxSize: '-1Mi'", "containerLogMaxSize: must be a positive quantity"),
+        ("containerLogMaxFiles: 1", "containerLogMaxFiles: must be an integer between 2"),
+        ("legacyContainerLogsDir: logs", "legacyContainerLogsDir: must be an absolute path"),
     ],
 )
 def test_invalid_values_name_the_field(tmp_path: Path, body: str, message: str) -> None:

@@ -7,6 +7,7 @@ import pytest
 from cri.docker.create_config import (
     ConfigError,
     container_create_body,
+    log_options,
     mount_binds,
     port_bindings,
     sandbox_create_body,
@@ -132,6 +133,16 @@ def test_container_body_joins_sandbox_and_maps_everything() -> None:
     }
     assert body["Labels"]["io.kubernetes.container.logpath"] == "/var/log/pods/prod_web_uid-1/app/2.log"
     assert body["Labels"]["io.kubernetes.sandbox.id"] == "sb1"
+    assert host["LogConfig"] == {"Type": "json-file", "Config": {}}
+
+
+def test_container_log_rotation_options() -> None:
+    config = ContainerConfig(metadata=ContainerMeta("app"), image="busybox:1.36")
+    opts = log_options(10 << 20, 5)
+    assert opts == {"max-size": "10485760", "max-file": "5"}
+    body = container_create_body("sb1", config, PodSandboxConfig(metadata=POD), opts)
+    assert body["HostConfig"]["LogConfig"] == {"Type": "json-file", "Config": opts}
+    assert log_options(0, 5) == {}
 
 
 def test_container_defaults_leave_image_entrypoint_and_cmd_alone() -> None:
