@@ -193,6 +193,8 @@ class URLPodSource:
             raise FetchError(f"no complete answer within {self._timeout:g}s") from None
         except aiohttp.ClientError as e:
             raise FetchError(str(e) or type(e).__name__) from None
+        except ValueError as e:  # yarl refuses the URL itself (e.g. an unclosed IPv6 bracket)
+            raise FetchError(f"invalid URL: {e}") from None
 
     async def _get(self, session: aiohttp.ClientSession) -> bytes:
         start = url = URL(self.url, encoded=True)

@@ -383,6 +383,13 @@ async def test_redirect_loops_stop(server: Server, caplog: pytest.LogCaptureFixt
     assert "stopped after 10 redirects" in _lines(caplog)[0]
 
 
+async def test_an_unusable_url_is_a_logged_failure(server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness(server, url="http://[::1/pods")
+    assert await h.names() == [] and not h.source.seen
+    (line,) = _lines(caplog)
+    assert "invalid URL" in line
+
+
 def test_a_password_in_the_url_is_not_logged() -> None:
     assert shown_url("https://user:s3cret@host/p") == "https://user:redacted@host/p"
     assert shown_url("http://host/p?x=1") == "http://host/p?x=1"
