@@ -26,7 +26,9 @@ from minikubelet.pod.manager import PodManager
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
 from minikubelet.sources.file import StaticPodSource
+from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
+from minikubelet.sources.url import URLPodSource
 from minikubelet.status.manager import StatusManager
 from minikubelet.worker.backoff import (
     CONTAINER_BACKOFF_INITIAL,
@@ -99,10 +101,16 @@ class Agent:
                                   self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, self.clock, self.metrics, self.workers.wake)
+        parser = ProcessParser()  # one parser process for both sources
         self.static = StaticPodSource(
             config.static_pod_path, self.node_name, self.clock, self.metrics, self._set_source_pods,
-            check_frequency=config.file_check_frequency,
+            check_frequency=config.file_check_frequency, parser=parser,
         )
+        self.url_source = URLPodSource(
+            config.static_pod_url, config.static_pod_url_header, self.node_name, self.clock, self.metrics,
+            self._set_source_pods, parser, check_frequency=config.http_check_frequency,
+        ) if config.static_pod_url else None
+        self._orphans_pending = True
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
                                     self.recorder.list, self.probe_registry,
                                     pods_version=lambda: self.statuses.version)
@@ -118,6 +126,16 @@ class Agent:
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
         self.pod_config.set_source_pods(source, pods)
         self._update_gauges()
+        self._stop_orphans_once_sources_seen()
+
+    def _stop_orphans_once_sources_seen(self) -> None:
+        # As upstream's sourcesReady: until the manifest URL answered once, its pods are not orphans.
+        if not self._orphans_pending or (self.url_source is not None and not self.url_source.seen):
+            return
+        self._orphans_pending = False
+        self.manager.adopt_orphans(self.pleg.runtime_uids)
+        if isinstance(self.cgroups, PodCgroups):
+            self.cgroups.cleanup_orphans(set(self.pleg.runtime_uids) | set(self.manager.desired))
 
     def _update_gauges(self) -> None:
         running = 0
@@ -180,9 +198,9 @@ class Agent:
         # First learn what already runs, then what is wanted, then stop what is no longer wanted.
         await self.pleg.relist()
         await self.static.sync()
-        self.manager.adopt_orphans(self.pleg.runtime_uids)
-        if isinstance(self.cgroups, PodCgroups):
-            self.cgroups.cleanup_orphans(set(self.pleg.runtime_uids) | set(self.manager.desired))
+        if self.url_source is not None:
+            await self.url_source.sync()
+        self._stop_orphans_once_sources_seen()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
@@ -192,6 +210,7 @@ class Agent:
                     tg.create_task(self.pleg.run_relist(), name="pleg-relist"),
                     tg.create_task(self.pleg.run_events(), name="pleg-events"),
                     tg.create_task(self.static.run(), name="static-pods"),
+                    *([tg.create_task(self.url_source.run(), name="url-pods")] if self.url_source else []),
                     tg.create_task(self._housekeeping(), name="housekeeping"),
                     tg.create_task(self.container_gc.run(), name="container-gc"),
                 ]

@@ -36,6 +36,7 @@ class KubeletConfig:
     file_check_frequency: float = 20.0
     http_check_frequency: float = 20.0
     static_pod_url: str = ""
+    static_pod_url_header: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sync_frequency: float = 60.0
     address: str = "127.0.0.1"
     read_only_port: int = 10255
@@ -165,6 +166,25 @@ def _static_pod_url(value: object) -> str:
     if url and not re.match(r"^https?://[^\s/]+", url):
         raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
     return url
+
+
+_HTTP_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+def _url_headers(value: object) -> dict[str, tuple[str, ...]]:
+    # Upstream's map[string][]string (http.Header); Go's client refuses such names and values per request.
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of header name to a list of values, got {value!r}")
+    out: dict[str, tuple[str, ...]] = {}
+    for name, values in value.items():
+        if not isinstance(name, str) or not _HTTP_TOKEN.match(name):
+            raise ValueError(f"{name!r} is not a valid HTTP header name")
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise ValueError(f"{name}: must be a list of strings, got {values!r}")
+        if any(c in v for v in values for c in "\r\n\x00"):
+            raise ValueError(f"{name}: a value must not hold CR, LF or NUL")
+        out[name] = tuple(values)
+    return out
 
 
 def _runtime_endpoint(value: object) -> str:
@@ -321,6 +341,7 @@ _FIELDS = (
     _Field("file_check_frequency", "fileCheckFrequency", "--file-check-frequency", _positive_duration, "Re-list period of the static pod directory (e.g. 20s)."),
     _Field("http_check_frequency", "httpCheckFrequency", None, _positive_duration),
     _Field("static_pod_url", "staticPodURL", None, _static_pod_url),
+    _Field("static_pod_url_header", "staticPodURLHeader", None, _url_headers),
     _Field("sync_frequency", "syncFrequency", "--sync-frequency", _positive_duration, "Pod resync period (e.g. 1m)."),
     _Field("address", "address", "--address", _ip, "IP address the read-only server binds to."),
     _Field("read_only_port", "readOnlyPort", "--read-only-port", _int_between(0, 65535), "Port of the read-only HTTP server (0 disables it).", int),
@@ -359,7 +380,7 @@ assert set(_BY_ATTR) == {f.name for f in fields(KubeletConfig)}
 
 # Upstream v1beta1 fields the agent accepts in a file but does not act on: warned, not rejected.
 _UPSTREAM_UNSUPPORTED = frozenset(
-    """enableServer podLogsDir staticPodURLHeader port volumePluginDir providerID tlsCertFile
+    """enableServer podLogsDir port volumePluginDir providerID tlsCertFile
     tlsPrivateKeyFile tlsCipherSuites tlsMinVersion rotateCertificates serverTLSBootstrap authentication
     authorization registryPullQPS registryBurst imagePullCredentialsVerificationPolicy
     preloadedImagesVerificationAllowlist eventRecordQPS eventBurst enableDebuggingHandlers

@@ -25,6 +25,7 @@ CONFIG_HASH_ANNOTATION = "kubernetes.io/config.hash"
 CONFIG_SEEN_ANNOTATION = "kubernetes.io/config.seen"
 CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 FILE_SOURCE = "file"
+HTTP_SOURCE = "http"
 
 
 class ManifestError(ValueError):
@@ -47,6 +48,19 @@ def should_read(filename: str) -> bool:
 
 def parse_manifest(data: bytes, filename: str, bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, Any]:
     """The single Pod object in a YAML or JSON manifest; raises ManifestError otherwise."""
+    doc = load_manifest_document(data, filename, bounds)
+    kind = doc.get("kind")
+    if kind != "Pod":
+        if kind == "PodList" or (isinstance(kind, str) and kind.endswith("List")):
+            raise ManifestError(filename, f"kind: must be \"Pod\", got {_short(kind)} (lists are not supported)")
+        raise ManifestError(filename, f"kind: must be \"Pod\", got {_short(kind)}")
+    if doc.get("apiVersion") != "v1":
+        raise ManifestError(filename, f"apiVersion: must be \"v1\", got {_short(doc.get('apiVersion'))}")
+    return doc
+
+
+def load_manifest_document(data: bytes, filename: str, bounds: Bounds = DEFAULT_BOUNDS) -> dict[str, Any]:
+    """The single object in a YAML or JSON manifest, of any kind; raises ManifestError otherwise."""
     if len(data) > MAX_MANIFEST_BYTES:
         raise ManifestError(filename, f"manifest is larger than {MAX_MANIFEST_BYTES} bytes", reason="too_large")
     try:
@@ -67,13 +81,6 @@ def parse_manifest(data: bytes, filename: str, bounds: Bounds = DEFAULT_BOUNDS) 
     doc = docs[0]
     if not isinstance(doc, dict):
         raise ManifestError(filename, f"must hold a Pod object, got a {_yaml_kind(doc)}")
-    kind = doc.get("kind")
-    if kind != "Pod":
-        if kind == "PodList" or (isinstance(kind, str) and kind.endswith("List")):
-            raise ManifestError(filename, f"kind: must be \"Pod\", got {_short(kind)} (lists are not supported)")
-        raise ManifestError(filename, f"kind: must be \"Pod\", got {_short(kind)}")
-    if doc.get("apiVersion") != "v1":
-        raise ManifestError(filename, f"apiVersion: must be \"v1\", got {_short(doc.get('apiVersion'))}")
     return doc
 
 
@@ -90,16 +97,19 @@ def canonical_json(obj: object) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def static_pod_uid(defaulted_pod: dict[str, Any], node_name: str, source_path: str) -> str:
-    """md5 hex of canonical JSON(defaulted manifest) + "host:<node>" + "file:<path>".
+def static_pod_uid(defaulted_pod: dict[str, Any], node_name: str, source_path: str, source: str = FILE_SOURCE) -> str:
+    """md5 hex of canonical JSON(defaulted manifest) + "host:<node>" + "file:<path>" (a URL's pod: + "url:<url>").
 
     Upstream hashes the decoded, defaulted pod (hash.DeepHashObject) and then writes the same
     host/file strings; Go's object dump cannot be reproduced, so the canonical JSON stands in.
     """
     hasher = hashlib.md5(usedforsecurity=False)
     hasher.update(canonical_json(defaulted_pod))
-    hasher.update(f"host:{node_name}".encode())
-    hasher.update(f"file:{source_path}".encode())
+    if source == FILE_SOURCE:
+        hasher.update(f"host:{node_name}".encode())
+        hasher.update(f"file:{source_path}".encode())
+    else:
+        hasher.update(f"url:{source_path}".encode())  # no node: upstream names only the URL
     return hasher.hexdigest()
 
 
@@ -121,12 +131,15 @@ def make_static_pod(
     node_name: str,
     source_path: str,
     seen: float | None = None,
+    source: str = FILE_SOURCE,
 ) -> StaticPod:
     """The pod the kubelet runs for a manifest: defaulted, named for the node, with a stable UID.
 
-    `seen` (epoch seconds) sets kubernetes.io/config.seen. Raises ManifestError (naming the file
-    and listing FieldErrors) when the result is not a valid pod. `.warnings` on the result name
-    the manifest's unknown fields (the pod still runs, as the API server would accept it).
+    `seen` (epoch seconds) sets kubernetes.io/config.seen. `source` is FILE_SOURCE or HTTP_SOURCE
+    (`source_path` is then the URL; upstream's applyDefaults then differs in the UID and adds no
+    toleration). Raises ManifestError (naming the file and listing FieldErrors) when the result is
+    not a valid pod. `.warnings` on the result name the manifest's unknown fields (the pod still
+    runs, as the API server would accept it).
     """
     types = check_types(pod)
     if types.errors:
@@ -149,20 +162,21 @@ def make_static_pod(
     uid = metadata.get("uid")
     if not uid:
         # An explicit metadata.uid in the manifest is kept, as upstream does.
-        uid = static_pod_uid(out, node_name, source_path)
+        uid = static_pod_uid(out, node_name, source_path, source)
         metadata["uid"] = uid
     metadata["name"] = f"{name}-{node_name.lower()}"
     if not metadata.get("namespace"):
         metadata["namespace"] = "default"
     annotations = metadata["annotations"] = dict(annotations or {})
     annotations[CONFIG_HASH_ANNOTATION] = str(uid)
-    annotations[CONFIG_SOURCE_ANNOTATION] = FILE_SOURCE
+    annotations[CONFIG_SOURCE_ANNOTATION] = source
     if seen is not None:
         annotations[CONFIG_SEEN_ANNOTATION] = rfc3339_nano(seen)
     spec = out.get("spec")
     if isinstance(spec, dict):
         spec["nodeName"] = node_name
-        _add_or_update_toleration(spec, {"operator": "Exists", "effect": "NoExecute"})
+        if source == FILE_SOURCE:
+            _add_or_update_toleration(spec, {"operator": "Exists", "effect": "NoExecute"})
     status = out.get("status")
     out["status"] = {**status, "phase": "Pending"} if isinstance(status, dict) else {"phase": "Pending"}
     # The rules run on the pod as built, as the kubelet's file source does (the node suffix counts).

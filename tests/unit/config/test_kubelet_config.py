@@ -148,6 +148,9 @@ def test_wrong_api_version_or_kind_is_an_error(tmp_path: Path, header: str, need
         ("enforceNodeAllocatable: [pods, none]", "enforceNodeAllocatable: \"none\" cannot be combined"),
         ("enforceNodeAllocatable: [everything]", "enforceNodeAllocatable: supported values"),
         ("staticPodURL: ftp://x/y", "staticPodURL: must be an http:// or https:// URL"),
+        ("staticPodURLHeader: {X-A: b}", "staticPodURLHeader: X-A: must be a list of strings"),
+        ("staticPodURLHeader: {'a b': [c]}", "staticPodURLHeader: 'a b' is not a valid HTTP header name"),
+        ("staticPodURLHeader: {X-A: [\"b\\r\\nX-Evil: 1\"]}", "staticPodURLHeader: X-A: a value must not hold CR"),
         ("hostnameOverride: Bad_Name!", "hostnameOverride: must be a valid DNS-1123 subdomain"),
         ("podPidsLimit: -2", "podPidsLimit: must be an integer between -1"),
         ("containerLogMaxSize: 0", "containerLogMaxSize: must be a positive quantity"),
@@ -219,6 +222,13 @@ def test_parse_duration(text: str, seconds: float) -> None:
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+def test_static_pod_url_header_is_a_map_of_lists(tmp_path: Path) -> None:
+    body = "staticPodURL: https://h/p\nstaticPodURLHeader: {Authorization: [Bearer x], Accept: [a, b]}\n"
+    config, warnings = load_config(write(tmp_path, body), {})
+    assert warnings == []
+    assert config.static_pod_url_header == {"Authorization": ("Bearer x",), "Accept": ("a", "b")}
 
 
 def test_config_fields_cover_every_attribute() -> None:
