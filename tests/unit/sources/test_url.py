@@ -45,6 +45,7 @@ class Server:
         self.handler: Handler = self.body_of(pod("web"))
         self.runner: web.AppRunner | None = None
         self.port = 0
+        self._in_flight: set[asyncio.Task[object]] = set()
 
     @staticmethod
     def body_of(obj: object, as_yaml: bool = False) -> Handler:
@@ -67,7 +68,13 @@ class Server:
         for k, v in request.headers.items():
             headers.setdefault(k.lower(), []).append(v)
         self.requests.append(headers)
-        return await self.handler(request)
+        task = asyncio.current_task()
+        if task is not None:
+            self._in_flight.add(task)
+        try:
+            return await self.handler(request)
+        finally:
+            self._in_flight.discard(task)  # type: ignore[arg-type]
 
     async def start(self, ssl_context: ssl.SSLContext | None = None) -> None:
         app = web.Application()
@@ -79,9 +86,17 @@ class Server:
         self.port = self.runner.addresses[0][1]
 
     async def stop(self) -> None:
+        # a handler still answering (a late or slow answer) is ended first, so no connection task outlives
+        # the server
+        pending = list(self._in_flight)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         if self.runner is not None:
             await self.runner.cleanup()
             self.runner = None
+        for _ in range(5):
+            await asyncio.sleep(0)
 
     @property
     def url(self) -> str:
