@@ -12,17 +12,21 @@ from prometheus_client import CollectorRegistry
 
 from cri.instrumented import InstrumentedRuntime
 from cri.runtime import Runtime
+from cri.timeouts import RequestTimeoutRuntime
 from minikubelet import __version__
 from minikubelet.base.clock import Clock, RealClock
+from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
-from minikubelet.config.kubelet_config import KubeletConfig
+from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
-from minikubelet.pod.admission import MaxPodsAdmitHandler
+from minikubelet.node.labels import initial_node
 from minikubelet.pod.manager import PodManager
+from minikubelet.pod.predicate import PredicateAdmitHandler
+from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
 from minikubelet.sources.file import StaticPodSource
@@ -42,6 +46,7 @@ from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
+from minikubelet.worker.lifecycle import KillPodOptions
 from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
@@ -58,6 +63,7 @@ class Agent:
                  node_ip: str = "", probes: ProbeSource | None = None, cgroups: CgroupSource | None = None,
                  probe_registry: Any = None) -> None:
         self.config = config
+        runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
         self.host_ip = host_ip(node_ip)
@@ -85,10 +91,11 @@ class Agent:
         self.statuses = StatusManager()
         self.images = ImagePuller(runtime, self.image_backoff, self.recorder, self.metrics, self.clock,
                                   serialize=config.serialize_image_pulls)
+        allocatable = node_allocatable(config, node_capacity(config.root_dir, config.max_pods))
+        self.node = initial_node(self.node_name, config.node_labels, config.register_with_taints, allocatable)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
-                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)),
-                                     legacy_log_dir=config.legacy_container_logs_dir)
+                                     allocatable, legacy_log_dir=config.legacy_container_logs_dir)
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 
@@ -97,8 +104,8 @@ class Agent:
 
         self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
         self.container_gc = ContainerGC(runtime, self.clock, self.containers.logs, self.workers.uids)
-        self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(config.max_pods)], self.clock,
-                                  self.recorder)
+        admit = PredicateAdmitHandler(lambda: self.node, self._preempt, config.feature_gates)
+        self.manager = PodManager(self.workers, self.statuses, [admit], self.clock, self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, self.clock, self.metrics, self.workers.wake)
         parser = ProcessParser()  # one parser process for both sources
@@ -119,6 +126,11 @@ class Agent:
 
     def _probe_changed(self, uid: str) -> None:
         self.workers.wake(uid)
+
+    def _preempt(self, pod: Pod) -> None:
+        """Evict a pod so that a critical pod fits (upstream CriticalPodAdmissionHandler's killPodFunc)."""
+        self.recorder.pod_event(pod, "Warning", PREEMPT_REASON, PREEMPT_MESSAGE)
+        self.workers.update_pod(pod, kill=KillPodOptions(status_fn=preempted_status_fn(rfc3339(self.clock.now()))))
 
     def _worker_finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)
@@ -191,6 +203,8 @@ class Agent:
         log.info("starting minikubelet", extra={"kv": {
             "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{version.runtime_name} {version.runtime_version}",
             "staticPodPath": cfg.static_pod_path}})
+        for warning in not_implemented_warnings(cfg):
+            log.warning(warning)
         if cfg.read_only_port:
             await self.server.serve(cfg.address, cfg.read_only_port, self.server.app())
         if cfg.healthz_port and cfg.healthz_port != cfg.read_only_port:

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from minikubelet.api.names import label_value_errors, qualified_name_errors
 from minikubelet.base.quantity import QuantityError, parse_quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -67,6 +68,8 @@ class KubeletConfig:
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     kubeconfig: str = ""
     verbosity: int = 0
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+    register_with_taints: tuple[Mapping[str, str], ...] = ()
 
 
 # ---------------------------------------------------------------- value parsers
@@ -316,6 +319,109 @@ def _log_max_size(value: object) -> str:
     return value
 
 
+# Labels a kubelet may set in the kubernetes.io / k8s.io namespaces (k8s.io/kubelet/pkg/apis).
+_KUBELET_LABELS = (
+    "beta.kubernetes.io/arch", "beta.kubernetes.io/instance-type", "beta.kubernetes.io/os",
+    "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone", "kubernetes.io/arch",
+    "kubernetes.io/hostname", "kubernetes.io/os", "node.kubernetes.io/instance-type", "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+)
+_KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+
+
+def _label_namespace(key: str) -> str:
+    return key.split("/", 1)[0] if "/" in key else ""
+
+
+def _is_kubernetes_label(key: str) -> bool:
+    ns = _label_namespace(key)
+    return ns in ("kubernetes.io", "k8s.io") or ns.endswith((".kubernetes.io", ".k8s.io"))
+
+
+def _is_kubelet_label(key: str) -> bool:
+    ns = _label_namespace(key)
+    return key in _KUBELET_LABELS or any(ns == a or ns.endswith("." + a) for a in _KUBELET_LABEL_NAMESPACES)
+
+
+def _node_labels(value: object) -> dict[str, str]:
+    """--node-labels: "k=v,k2=v2" (cliflag.ConfigurationMap), checked as upstream ValidateKubeletFlags."""
+    labels: dict[str, str] = {}
+    if isinstance(value, str):
+        for item in value.split(","):
+            item = item.strip()
+            if item:
+                k, _, v = item.partition("=")
+                labels[k.strip()] = v.strip()
+    elif isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        labels = dict(value)
+    else:
+        raise ValueError(f"must be key=value pairs separated by ',', got {value!r}")
+    unknown = sorted(k for k in labels if _is_kubernetes_label(k) and not _is_kubelet_label(k))
+    if unknown:
+        raise ValueError(
+            f"unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [{' '.join(unknown)}]; "
+            f"--node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix "
+            f"({', '.join(_KUBELET_LABEL_NAMESPACES)}) or be in the specifically allowed set ({', '.join(_KUBELET_LABELS)})")
+    invalid = [f"'{k}' - {'; '.join(errs)}" for k, errs in
+               [(k, qualified_name_errors(k)) for k in labels] + [(v, label_value_errors(v)) for v in labels.values()]
+               if errs]
+    if invalid:
+        raise ValueError(f"invalid node labels: {'; '.join(invalid)}")
+    return labels
+
+
+_TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _check_taint(key: str, value: str, effect: str) -> None:
+    """Upstream taints.CheckTaintValidation."""
+    if errs := qualified_name_errors(key):
+        raise ValueError(f"invalid taint key: {'; '.join(errs)}")
+    if value and (errs := label_value_errors(value)):
+        raise ValueError(f"invalid taint value: {'; '.join(errs)}")
+    if effect and effect not in _TAINT_EFFECTS:
+        raise ValueError(f"invalid taint effect: {effect}, unsupported taint effect")
+
+
+def _parse_taint_spec(spec: str) -> dict[str, str]:
+    """One "<key>=<value>:<effect>" of --register-with-taints (upstream taints.ParseTaints)."""
+    parts = spec.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"invalid taint spec: {spec}")
+    kv = parts[0].split("=")
+    if len(kv) > 2:
+        raise ValueError(f"invalid taint spec: {spec}")
+    key, value, effect = kv[0], kv[1] if len(kv) == 2 else "", parts[1]
+    _check_taint(key, value, effect)
+    if not effect:
+        raise ValueError(f"invalid taint spec: {spec}")
+    return {"key": key, "value": value, "effect": effect}
+
+
+def _taints(value: object) -> tuple[dict[str, str], ...]:
+    """registerWithTaints: a list of Taint objects in a file, "k=v:Effect,..." on the command line."""
+    taints: list[dict[str, str]] = []
+    if isinstance(value, str):
+        seen: set[tuple[str, str]] = set()
+        for spec in value.split(",") if value else []:
+            t = _parse_taint_spec(spec)
+            if (t["key"], t["effect"]) in seen:
+                raise ValueError(f"duplicated taints with the same key and effect: {spec}")
+            seen.add((t["key"], t["effect"]))
+            taints.append(t)
+    elif isinstance(value, list):
+        for t in value:
+            if not isinstance(t, dict) or not all(isinstance(t.get(k, ""), str) for k in ("key", "value", "effect")):
+                raise ValueError(f"each taint must be an object with string key, value and effect, got {t!r}")
+            if t.get("timeAdded") is not None:
+                raise ValueError("invalid configuration: taint.TimeAdded is not nil")
+            _check_taint(t.get("key", ""), t.get("value", ""), t.get("effect", ""))
+            taints.append({"key": t.get("key", ""), "value": t.get("value", ""), "effect": t.get("effect", "")})
+    else:
+        raise ValueError(f"must be a list of taints, got {value!r}")
+    return tuple(taints)
+
+
 def _cfs_period(value: object) -> float:
     seconds = _duration(value)
     if not 0.001 <= seconds <= 1.0:
@@ -373,6 +479,9 @@ _FIELDS = (
     _Field("feature_gates", "featureGates", None, _feature_gates),
     _Field("kubeconfig", None, "--kubeconfig", _optional_absolute_path, "Kubeconfig for the API server; without it the agent runs standalone."),
     _Field("verbosity", None, "--v", _int_between(0, 10), "Log verbosity (0-10).", int),
+    _Field("node_labels", None, "--node-labels", _node_labels, "Labels of the node, key=value pairs separated by ','."),
+    _Field("register_with_taints", "registerWithTaints", "--register-with-taints", _taints,
+           "Taints of the node, \"<key>=<value>:<effect>\" separated by ','."),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
@@ -468,6 +577,26 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
         values[attr] = _parse_field(f, raw, label)
     config = replace(KubeletConfig(), **values)  # type: ignore[arg-type]
     return config, warnings
+
+
+# Settings accepted and validated but not acted on yet (docs/configuration.md): start-up warns once for
+# each one that is not at its default, so a setting never silently does nothing.
+_NOT_IMPLEMENTED = ("node_status_update_frequency", "kubeconfig")
+# The feature gates the agent reads; every other gate is accepted and has no effect.
+HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators"})
+
+
+def not_implemented_warnings(config: KubeletConfig) -> list[str]:
+    defaults = KubeletConfig()
+    out = []
+    for attr in _NOT_IMPLEMENTED:
+        if getattr(config, attr) != getattr(defaults, attr):
+            f = _BY_ATTR[attr]
+            out.append(f"{f.yaml_name or f.flag} is accepted but not implemented: it has no effect")
+    ignored = sorted(set(config.feature_gates) - HONOURED_FEATURE_GATES)
+    if ignored:
+        out.append(f"featureGates {', '.join(ignored)} are accepted but not implemented: they have no effect")
+    return out
 
 
 def flag_fields() -> list[tuple[str, str, type, str]]:

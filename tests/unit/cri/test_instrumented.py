@@ -10,6 +10,7 @@ import pytest
 from cri.errors import CreateContainerError
 from cri.fake import FakeRuntime, Program
 from cri.instrumented import InstrumentedRuntime
+from cri.timeouts import RequestTimeoutRuntime
 from cri.types import ContainerConfig, ContainerMeta, ExecResult, PodMeta, PodSandboxConfig
 from minikubelet.agent import Agent
 from minikubelet.base.clock import FakeClock
@@ -138,7 +139,9 @@ def test_the_agent_hands_every_component_the_instrumented_runtime(tmp_path: Path
     fake = FakeRuntime(FakeClock())
     agent = Agent(KubeletConfig(root_dir=str(tmp_path), static_pod_path=str(tmp_path / "manifests")), fake,
                   clock=FakeClock())
-    assert isinstance(agent.runtime, InstrumentedRuntime) and agent.runtime.runtime is fake
+    assert isinstance(agent.runtime, InstrumentedRuntime)
+    bounded = agent.runtime.runtime  # runtimeRequestTimeout applies under the metrics
+    assert isinstance(bounded, RequestTimeoutRuntime) and bounded.runtime is fake
     assert agent.syncer._runtime is agent.runtime and agent.containers._runtime is agent.runtime
     assert agent.images._images is agent.runtime
     assert agent.pleg._runtime is agent.runtime
