@@ -22,6 +22,7 @@ from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
 from minikubelet.pod.admission import MaxPodsAdmitHandler
 from minikubelet.pod.manager import PodManager
+from minikubelet.pod.security_admission import admit_handlers
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
 from minikubelet.sources.file import StaticPodSource
@@ -39,6 +40,7 @@ from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.probe_results import ManagerProbeSource
+from minikubelet.worker.security_context import SecurityOptions
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
 from probes.manager import ProbeManager
@@ -79,7 +81,8 @@ class Agent:
                                   serialize=config.serialize_image_pulls)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
-                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)))
+                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)),
+                                     security=SecurityOptions.of(config))
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 
@@ -87,7 +90,7 @@ class Agent:
             return PodWorker(pod, self.syncer, self.clock, self.metrics, config.sync_frequency, adopted=adopted)
 
         self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
-        self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(config.max_pods)], self.clock,
+        self.manager = PodManager(self.workers, self.statuses, admit_handlers(config, MaxPodsAdmitHandler(config.max_pods)), self.clock,
                                   self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, self.clock, self.metrics, self.workers.wake)

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from minikubelet.api.sysctls import check_allowlist_pattern
 from minikubelet.base.quantity import QuantityError, parse_quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -63,6 +64,8 @@ class KubeletConfig:
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     kubeconfig: str = ""
     verbosity: int = 0
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    seccomp_default: bool = False
 
 
 # ---------------------------------------------------------------- value parsers
@@ -284,6 +287,14 @@ def _feature_gates(value: object) -> dict[str, bool]:
     return dict(value)
 
 
+def _sysctl_patterns(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of sysctl names or patterns ending in *, got {value!r}")
+    for pattern in value:
+        check_allowlist_pattern(pattern)
+    return tuple(value)
+
+
 def _cfs_period(value: object) -> float:
     seconds = _duration(value)
     if not 0.001 <= seconds <= 1.0:
@@ -336,6 +347,8 @@ _FIELDS = (
     _Field("feature_gates", "featureGates", None, _feature_gates),
     _Field("kubeconfig", None, "--kubeconfig", _optional_absolute_path, "Kubeconfig for the API server; without it the agent runs standalone."),
     _Field("verbosity", None, "--v", _int_between(0, 10), "Log verbosity (0-10).", int),
+    _Field("allowed_unsafe_sysctls", "allowedUnsafeSysctls", None, _sysctl_patterns),
+    _Field("seccomp_default", "seccompDefault", None, _bool),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
