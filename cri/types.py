@@ -96,6 +96,42 @@ class LinuxResources:
 
 
 @dataclass(frozen=True)
+class SecurityProfile:
+    """CRI SecurityProfile, for seccomp and AppArmor."""
+
+    profile_type: str  # "RuntimeDefault" | "Unconfined" | "Localhost"
+    localhost_ref: str = ""  # seccomp: the profile's absolute path; AppArmor: the profile's name
+
+
+UNCONFINED = SecurityProfile("Unconfined")
+
+
+@dataclass(frozen=True)
+class LinuxSandboxSecurityContext:
+    privileged: bool = False  # some container of the pod is privileged
+    run_as_user: int | None = None
+    run_as_group: int | None = None
+    supplemental_groups: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class LinuxContainerSecurityContext:
+    privileged: bool = False
+    run_as_user: int | None = None
+    run_as_username: str = ""  # the image's user by name, when no uid applies
+    run_as_group: int | None = None
+    supplemental_groups: tuple[int, ...] = ()
+    readonly_rootfs: bool = False
+    capabilities_add: tuple[str, ...] = ()
+    capabilities_drop: tuple[str, ...] = ()
+    no_new_privs: bool = False
+    masked_paths: tuple[str, ...] | None = None  # None: the runtime's defaults; (): none (procMount Unmasked)
+    readonly_paths: tuple[str, ...] | None = None
+    seccomp: SecurityProfile = UNCONFINED
+    apparmor: SecurityProfile | None = None  # None: the runtime's default
+
+
+@dataclass(frozen=True)
 class PodSandboxConfig:
     metadata: PodMeta
     hostname: str = ""
@@ -109,6 +145,9 @@ class PodSandboxConfig:
     host_ipc: bool = False
     cgroup_parent: str = ""
     resources: LinuxResources | None = None
+    share_process_namespace: bool = False  # containers join the sandbox's PID namespace
+    sysctls: dict[str, str] = field(default_factory=dict)
+    security: LinuxSandboxSecurityContext = LinuxSandboxSecurityContext()
 
 
 @dataclass(frozen=True)
@@ -136,10 +175,7 @@ class ContainerConfig:
     tty: bool = False
     resources: LinuxResources | None = None
     stop_signal: str = ""  # "" = image STOPSIGNAL, else SIGTERM
-    privileged: bool = False
-    run_as_user: int | None = None
-    run_as_group: int | None = None
-    readonly_rootfs: bool = False
+    security: LinuxContainerSecurityContext = LinuxContainerSecurityContext()
 
 
 @dataclass(frozen=True)

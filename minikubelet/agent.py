@@ -27,6 +27,7 @@ from minikubelet.node.labels import initial_node
 from minikubelet.pod.manager import PodManager
 from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
+from minikubelet.pod.security_admission import admit_handlers
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
 from minikubelet.sources.file import StaticPodSource
@@ -48,6 +49,7 @@ from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.lifecycle import KillPodOptions
 from minikubelet.worker.probe_results import ManagerProbeSource
+from minikubelet.worker.security_context import SecurityOptions
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
 from probes.manager import ProbeManager
@@ -95,7 +97,8 @@ class Agent:
         self.node = initial_node(self.node_name, config.node_labels, config.register_with_taints, allocatable)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
-                                     allocatable, legacy_log_dir=config.legacy_container_logs_dir)
+                                     allocatable, legacy_log_dir=config.legacy_container_logs_dir,
+                                     security=SecurityOptions.of(config))
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 
@@ -105,7 +108,8 @@ class Agent:
         self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
         self.container_gc = ContainerGC(runtime, self.clock, self.containers.logs, self.workers.uids)
         admit = PredicateAdmitHandler(lambda: self.node, self._preempt, config.feature_gates)
-        self.manager = PodManager(self.workers, self.statuses, [admit], self.clock, self.recorder)
+        self.manager = PodManager(self.workers, self.statuses, admit_handlers(config, admit), self.clock,
+                                  self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, self.clock, self.metrics, self.workers.wake)
         parser = ProcessParser()  # one parser process for both sources

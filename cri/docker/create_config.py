@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cri.docker.naming import container_labels, sandbox_labels
+from cri.docker.security import ConfigError as ConfigError
+from cri.docker.security import container_security_fields, sandbox_security_fields, sandbox_user, user_spec
 from cri.types import ContainerConfig, LinuxResources, Mount, PodSandboxConfig, PortMapping
 
 # cri-dockerd gives the pause container the minimum weight; it only holds namespaces.
@@ -14,10 +16,6 @@ LOG_DRIVER = "json-file"
 LOG_CONFIG = {"Type": LOG_DRIVER, "Config": {}}
 _PROTOCOLS = {"TCP": "tcp", "UDP": "udp", "SCTP": "sctp"}
 _PROPAGATION = {"private": "", "rslave": "rslave", "rshared": "rshared"}
-
-
-class ConfigError(ValueError):
-    """The CRI config cannot be expressed for Docker."""
 
 
 def port_bindings(
@@ -90,24 +88,19 @@ def sandbox_create_body(config: PodSandboxConfig, image: str) -> dict[str, Any]:
         host_config["DnsOptions"] = list(config.dns.options)
     if config.resources is not None and config.resources.oom_score_adj:
         host_config["OomScoreAdj"] = config.resources.oom_score_adj
+    host_config.update(sandbox_security_fields(config))
     body: dict[str, Any] = {
         "Image": image,
         "Labels": sandbox_labels(config),
         "ExposedPorts": exposed,
         "HostConfig": host_config,
     }
+    if user := sandbox_user(config):
+        body["User"] = user
     # Docker rejects a hostname together with host networking ("conflicting options").
     if config.hostname and not config.host_network:
         body["Hostname"] = config.hostname
     return body
-
-
-def user_spec(config: ContainerConfig) -> str:
-    if config.run_as_group is not None:
-        if config.run_as_user is None:
-            raise ConfigError("runAsGroup is specified without a runAsUser")
-        return f"{config.run_as_user}:{config.run_as_group}"
-    return "" if config.run_as_user is None else str(config.run_as_user)
 
 
 def container_log_path(sandbox_config: PodSandboxConfig, config: ContainerConfig) -> str:
@@ -132,12 +125,9 @@ def container_create_body(sandbox_id: str, config: ContainerConfig, sandbox_conf
         "NetworkMode": joined,
         "IpcMode": joined,
         "LogConfig": {"Type": LOG_DRIVER, "Config": dict(log_opts or {})},
-        "Privileged": config.privileged,
-        "ReadonlyRootfs": config.readonly_rootfs,
         **resource_fields(config.resources),
+        **container_security_fields(sandbox_id, config.security, sandbox_config),
     }
-    if sandbox_config.host_pid:
-        host_config["PidMode"] = "host"
     if sandbox_config.host_network:
         host_config["UTSMode"] = "host"
     if sandbox_config.cgroup_parent:
@@ -154,7 +144,7 @@ def container_create_body(sandbox_id: str, config: ContainerConfig, sandbox_conf
         "OpenStdin": config.stdin,
         "StdinOnce": config.stdin_once,
         "Tty": config.tty,
-        "User": user_spec(config),
+        "User": user_spec(config.security.run_as_user, config.security.run_as_username, config.security.run_as_group),
         "Healthcheck": {"Test": ["NONE"]},
         "HostConfig": host_config,
     }

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from minikubelet.api.names import label_value_errors, qualified_name_errors
+from minikubelet.api.sysctls import check_allowlist_pattern
 from minikubelet.base.quantity import QuantityError, parse_quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
@@ -70,6 +71,8 @@ class KubeletConfig:
     verbosity: int = 0
     node_labels: Mapping[str, str] = field(default_factory=dict)
     register_with_taints: tuple[Mapping[str, str], ...] = ()
+    allowed_unsafe_sysctls: tuple[str, ...] = ()
+    seccomp_default: bool = False
 
 
 # ---------------------------------------------------------------- value parsers
@@ -420,6 +423,12 @@ def _taints(value: object) -> tuple[dict[str, str], ...]:
     else:
         raise ValueError(f"must be a list of taints, got {value!r}")
     return tuple(taints)
+def _sysctl_patterns(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of sysctl names or patterns ending in *, got {value!r}")
+    for pattern in value:
+        check_allowlist_pattern(pattern)
+    return tuple(value)
 
 
 def _cfs_period(value: object) -> float:
@@ -482,6 +491,8 @@ _FIELDS = (
     _Field("node_labels", None, "--node-labels", _node_labels, "Labels of the node, key=value pairs separated by ','."),
     _Field("register_with_taints", "registerWithTaints", "--register-with-taints", _taints,
            "Taints of the node, \"<key>=<value>:<effect>\" separated by ','."),
+    _Field("allowed_unsafe_sysctls", "allowedUnsafeSysctls", None, _sysctl_patterns),
+    _Field("seccomp_default", "seccompDefault", None, _bool),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}

@@ -10,6 +10,7 @@ from typing import Any
 from cri.types import Mount
 from minikubelet.base import podview
 from minikubelet.base.podview import Container, Pod
+from minikubelet.volumes.ownership import set_volume_ownership
 
 SUPPORTED = ("emptyDir", "hostPath")
 
@@ -55,6 +56,12 @@ def _check_host_path(path: str, htype: str) -> None:
             raise VolumeError(f"hostPath type check failed: {path} is not a {htype}")
 
 
+def _fs_group(pod: Pod) -> int | None:
+    sc = podview.spec(pod).get("securityContext")
+    group = sc.get("fsGroup") if isinstance(sc, dict) else None
+    return group if isinstance(group, int) and not isinstance(group, bool) else None
+
+
 def setup_volumes(pod: Pod, root_dir: str) -> dict[str, str]:
     """Create the pod's volumes on the host; returns volume name -> host path."""
     uid = podview.uid(pod)
@@ -66,8 +73,11 @@ def setup_volumes(pod: Pod, root_dir: str) -> dict[str, str]:
             if medium not in ("", None):
                 raise VolumeError(f"volume {vname!r}: emptyDir medium {medium!r} is not supported yet")
             p = empty_dir_path(root_dir, uid, vname)
-            os.makedirs(p, mode=0o777, exist_ok=True)
-            os.chmod(p, 0o777)
+            if not os.path.isdir(p):
+                os.makedirs(p, mode=0o777, exist_ok=True)
+                os.chmod(p, 0o777)
+                # as upstream's emptyDir: once, when it is created, and whatever fsGroupChangePolicy says
+                set_volume_ownership(p, _fs_group(pod))
             paths[vname] = p
         elif isinstance(v.get("hostPath"), dict):
             hp = v["hostPath"]

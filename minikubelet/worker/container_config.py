@@ -27,6 +27,14 @@ from cri.types import (
 )
 from minikubelet.api.expansion import container_env, expand_command
 from minikubelet.base.podview import ContainerView, PodView
+from minikubelet.worker.security_context import (
+    DEFAULT_OPTIONS,
+    SecurityOptions,
+    container_security,
+    pod_sysctls,
+    sandbox_security,
+    shares_process_namespace,
+)
 
 
 def pod_labels(pod: PodView) -> dict[str, str]:
@@ -65,6 +73,9 @@ def sandbox_config(
         host_ipc=pod.host_ipc,
         cgroup_parent=cgroup_parent,
         resources=resources,
+        share_process_namespace=shares_process_namespace(pod),
+        sysctls=pod_sysctls(pod),
+        security=sandbox_security(pod),
     )
 
 
@@ -79,8 +90,11 @@ def container_config(
     termination_log_host_path: str,
     image_stop_signal: str = "",
     allocatable: Mapping[str, Fraction] | None = None,
+    image_user: str = "",
+    security_options: SecurityOptions = DEFAULT_OPTIONS,
 ) -> ContainerConfig:
-    """Raises EnvSourceError for env it cannot resolve (-> CreateContainerConfigError)."""
+    """Raises EnvSourceError for env it cannot resolve and SecurityContextError for a security context it
+    cannot apply (both -> CreateContainerConfigError)."""
     env = container_env(c.raw, pod.raw, field_values, allocatable)
     command, args = expand_command(c.raw, env)
     name = c.name
@@ -88,9 +102,7 @@ def container_config(
     all_mounts = list(mounts)
     if tm_path and termination_log_host_path:
         all_mounts.append(Mount(container_path=tm_path, host_path=termination_log_host_path))
-    # A container's securityContext overrides the pod's for the fields both have.
-    run_as_user = c.run_as_user if c.run_as_user is not None else pod.run_as_user
-    run_as_group = c.run_as_group if c.run_as_group is not None else pod.run_as_group
+    security = container_security(pod, c, image_user, security_options)
     return ContainerConfig(
         metadata=ContainerMeta(name, restart_count),
         image=c.image,
@@ -114,8 +126,5 @@ def container_config(
         tty=c.tty,
         resources=resources,
         stop_signal=c.stop_signal or image_stop_signal or "",
-        privileged=c.privileged,
-        run_as_user=run_as_user,
-        run_as_group=run_as_group,
-        readonly_rootfs=c.read_only_root_filesystem,
+        security=security,
     )

@@ -29,6 +29,7 @@ from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.log_files import LogFiles
 from minikubelet.worker.planner import backoff_key
 from minikubelet.worker.pod_state import PodSyncState
+from minikubelet.worker.security_context import DEFAULT_OPTIONS, SecurityContextError, SecurityOptions
 
 log = logging.getLogger("minikubelet.worker.containers")
 
@@ -41,7 +42,8 @@ class Containers:
     def __init__(self, runtime: Runtime, clock: Clock, recorder: EventRecorder, metrics: Metrics,
                  container_backoff: Backoff, images: ImagePuller, cgroups: CgroupSource | None,
                  root_dir: str, pod_logs_dir: str, host_ip: str,
-                 allocatable: Mapping[str, Fraction] | None = None, legacy_log_dir: str = "") -> None:
+                 allocatable: Mapping[str, Fraction] | None = None, legacy_log_dir: str = "",
+                 security: SecurityOptions = DEFAULT_OPTIONS) -> None:
         self._runtime = runtime
         self._clock = clock
         self._recorder = recorder
@@ -54,6 +56,7 @@ class Containers:
         self._host_ip = host_ip
         self.allocatable: Mapping[str, Fraction] = allocatable or {}  # for resourceFieldRef without a limit
         self.logs = LogFiles(pod_logs_dir, legacy_log_dir)
+        self._security = security
 
     def _fail_start(self, view: PodView, c: ContainerView, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
@@ -121,9 +124,9 @@ class Containers:
             cfg = container_config(
                 view, c, restart_count=restart_count, mounts=mounts, field_values=field_values,
                 resources=resources, termination_log_host_path=tlog, image_stop_signal=image.stop_signal,
-                allocatable=self.allocatable,
+                allocatable=self.allocatable, image_user=image.user, security_options=self._security,
             )
-        except EnvSourceError as e:
+        except (EnvSourceError, SecurityContextError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
         cgroup_parent = self.cgroups.cgroup_parent(view) if self.cgroups else ""
         scfg = sandbox_config(view, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent)

@@ -23,6 +23,7 @@ from minikubelet.worker.pod_state import ImageFailure, PodSyncState
 class ImageResult:
     ok: bool
     stop_signal: str = ""  # the image's STOPSIGNAL, when it has one
+    user: str = ""  # the image's USER (runAsNonRoot checks it; the container runs as it by default)
     failure: tuple[str, str] | None = None  # (reason, message) of a failed pull, recorded as a start failure
 
 
@@ -50,7 +51,7 @@ class ImagePuller:
             self._recorder.pod_event(
                 pod, "Normal", ev.PULLED,
                 f'Container image "{image}" already present on machine and can be accessed by the pod', name)
-            return ImageResult(True, present.stop_signal)
+            return ImageResult(True, present.stop_signal, present.user)
         if policy == "Never":
             msg = f'Container image "{image}" is not present with pull policy of Never'
             st.reasons[name] = ("ErrImageNeverPull", msg)
@@ -84,7 +85,7 @@ class ImagePuller:
             f'Successfully pulled image "{image}" in {go_duration_ms(pulled_in)} ({go_duration_ms(took)} including'
             f" waiting). Image size: {info.size if info is not None else 0} bytes.", name,
         )
-        return ImageResult(True, info.stop_signal if info is not None else "")
+        return ImageResult(True, info.stop_signal if info is not None else "", info.user if info is not None else "")
 
     def backoff_remaining(self, uid: str, c: ContainerView, st: PodSyncState) -> float:
         key = self.key(uid, c)

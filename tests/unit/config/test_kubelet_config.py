@@ -273,3 +273,26 @@ def test_version_subcommand_and_flag_errors_exit_2() -> None:
 
 def test_short_v_flag() -> None:
     assert flags_to_overrides(build_parser().parse_args(["run", "-v", "2"])) == {"verbosity": 2}
+
+
+def test_security_settings(tmp_path: Path) -> None:
+    assert (KubeletConfig().allowed_unsafe_sysctls, KubeletConfig().seccomp_default) == ((), False)
+    config, warnings = load_config(write(tmp_path, "allowedUnsafeSysctls: ['kernel.msg*', net.core.somaxconn]\n"
+                                                   "seccompDefault: true\n"), {})
+    assert (config.allowed_unsafe_sysctls, config.seccomp_default, warnings) == (
+        ("kernel.msg*", "net.core.somaxconn"), True, [])
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("allowedUnsafeSysctls: kernel.msgmax", "allowedUnsafeSysctls: must be a list of sysctl names"),
+        ("allowedUnsafeSysctls: [kernel.panic]", 'allowedUnsafeSysctls: the sysctls "kernel.panic" are not known to be'),
+        ("allowedUnsafeSysctls: ['net.*.x']", 'allowedUnsafeSysctls: sysctl "net.*.x" must have at most 253 characters'),
+        ("seccompDefault: 1", "seccompDefault: must be true or false"),
+    ],
+)
+def test_invalid_security_settings(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, body + "\n"), {})
+    assert message in str(info.value)

@@ -52,7 +52,8 @@ def test_container_config_from_the_views() -> None:
         termination_log_host_path="/host/tl",
     )
     assert (cfg.command, cfg.envs) == (("echo", "hi"), (("A", "hi"),))
-    assert (cfg.run_as_user, cfg.run_as_group, cfg.readonly_rootfs, cfg.privileged) == (5, 2000, True, False)
+    sec = cfg.security
+    assert (sec.run_as_user, sec.run_as_group, sec.readonly_rootfs, sec.privileged) == (5, 2000, True, False)
     assert cfg.mounts == (Mount(container_path="/dev/termination-log", host_path="/host/tl"),)
     assert cfg.annotations[ANNOTATION_HASH] == container_hash(raw["spec"]["containers"][0])
     assert cfg.annotations[ANNOTATION_CONTAINER_KIND] == "regular"

@@ -16,6 +16,7 @@ from cri.types import (
     ContainerConfig,
     ContainerMeta,
     DNSConfig,
+    LinuxContainerSecurityContext,
     LinuxResources,
     Mount,
     PodMeta,
@@ -107,10 +108,8 @@ def test_container_body_joins_sandbox_and_maps_everything() -> None:
             pids_limit=100,
         ),
         stop_signal="SIGQUIT",
-        privileged=True,
-        run_as_user=1000,
-        run_as_group=3000,
-        readonly_rootfs=True,
+        security=LinuxContainerSecurityContext(privileged=True, run_as_user=1000, run_as_group=3000,
+                                               readonly_rootfs=True),
     )
     body = container_create_body("sb1", config, sandbox)
     host = body["HostConfig"]
@@ -166,5 +165,6 @@ def test_host_network_and_pid_pods() -> None:
 def test_group_without_user_is_rejected() -> None:
     with pytest.raises(ConfigError):
         container_create_body(
-            "sb1", ContainerConfig(ContainerMeta("app"), "img", run_as_group=5), PodSandboxConfig(metadata=POD)
+            "sb1", ContainerConfig(ContainerMeta("app"), "img", security=LinuxContainerSecurityContext(run_as_group=5)),
+            PodSandboxConfig(metadata=POD),
         )
