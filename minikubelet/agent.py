@@ -37,6 +37,7 @@ from minikubelet.worker.backoff import (
 )
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.sync import PodSyncer
@@ -79,7 +80,9 @@ class Agent:
                                   serialize=config.serialize_image_pulls)
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
-                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)))
+                                     node_allocatable(config, node_capacity(config.root_dir, config.max_pods)),
+                                     DNSSettings(config.cluster_dns, config.cluster_domain, config.resolv_conf,
+                                                 (node_ip,) if node_ip else ()))
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 

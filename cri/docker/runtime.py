@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from cri.docker import archive, convert
 from cri.docker.client import DockerAPIError, DockerClient, label_filters
-from cri.docker.create_config import ConfigError, container_create_body, sandbox_create_body
+from cri.docker.create_config import ConfigError, container_create_body, resolv_conf_content, sandbox_create_body
 from cri.docker.events import container_events
 from cri.docker.exec import exec_sync
 from cri.docker.images import DockerImages
@@ -179,6 +180,7 @@ class DockerRuntime:
                 return str(existing["Id"])
             if state.get("Status") == "created":
                 await self._start(str(existing["Id"]))
+                await self._rewrite_resolv_conf(str(existing["Id"]), config)
                 return str(existing["Id"])
             # A dead sandbox's namespaces are gone; the only way forward is a fresh one.
             await self.remove_pod_sandbox(str(existing["Id"]))
@@ -194,7 +196,27 @@ class DockerRuntime:
             raise CreateContainerError(exc.message) from exc
         sandbox_id = str(created["Id"])
         await self._start(sandbox_id)
+        await self._rewrite_resolv_conf(sandbox_id, config)
         return sandbox_id
+
+    async def _rewrite_resolv_conf(self, sandbox_id: str, config: PodSandboxConfig) -> None:
+        """cri-dockerd's rewriteResolvFile: Docker filters and merges the DNS settings it is given with the
+        host's, so the file it wrote at start is replaced (in place: the containers bind-mount it) by
+        exactly the kubelet's config."""
+        content = resolv_conf_content(config.dns) if config.dns is not None else ""
+        if not content:
+            return
+        path = str((await self._inspect(sandbox_id)).get("ResolvConfPath") or "")
+        if not path:
+            log.error("ResolvConfPath is empty", extra={"kv": {"sandbox": sandbox_id}})
+            return
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(content)
+        except OSError as exc:
+            raise CreateContainerError(
+                f'rewrite resolv.conf failed for pod "{config.metadata.name}": {exc}') from exc
 
     async def _id_of_reserved_name(self, name: str) -> str:
         # Docker reserves a name before the container can be inspected.

@@ -27,6 +27,7 @@ from minikubelet.worker.backoff import (
     Backoff,
 )
 from minikubelet.worker.containers import Containers
+from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
@@ -47,8 +48,10 @@ def make_pod(name: str = "p", uid: str = "uid-1", containers: list[dict[str, Any
 
 
 class FakeNode:
-    def __init__(self, root: Path, max_pods: int = 110, runtime: FakeRuntime | None = None) -> None:
-        """`runtime`: the engine of an earlier agent, to start a new agent on it."""
+    def __init__(self, root: Path, max_pods: int = 110, runtime: FakeRuntime | None = None,
+                 dns: DNSSettings | None = None) -> None:
+        """`runtime`: the engine of an earlier agent, to start a new agent on it; `dns`: the pods' DNS settings
+        (None: the runtime's default)."""
         self.runtime = runtime or FakeRuntime(FakeClock(), images=[IMAGE])
         assert isinstance(self.runtime.clock, FakeClock)
         self.clock: FakeClock = self.runtime.clock
@@ -59,7 +62,7 @@ class FakeNode:
         image_backoff = Backoff(self.clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
         images = ImagePuller(self.runtime, image_backoff, self.recorder, self.metrics, self.clock)
         containers = Containers(self.runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
-                                images, None, str(root), str(root / "logs"), "10.0.0.1")
+                                images, None, str(root), str(root / "logs"), "10.0.0.1", dns=dns)
         self.syncer = PodSyncer(self.runtime, self.clock, self.recorder, self.metrics, containers, images,
                                 self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
         self.finished: list[str] = []
