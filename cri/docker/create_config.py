@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cri.docker.naming import container_labels, sandbox_labels
-from cri.types import ContainerConfig, DNSConfig, LinuxResources, Mount, PodSandboxConfig, PortMapping
+from cri.types import ContainerConfig, LinuxResources, Mount, PodSandboxConfig, PortMapping
 
 # cri-dockerd gives the pause container the minimum weight; it only holds namespaces.
 SANDBOX_CPU_SHARES = 2
@@ -151,13 +151,3 @@ def container_create_body(sandbox_id: str, config: ContainerConfig, sandbox_conf
     if config.stop_signal:
         body["StopSignal"] = config.stop_signal
     return body
-
-
-def resolv_conf_content(dns: DNSConfig) -> str:
-    """The sandbox's resolv.conf as cri-dockerd's rewriteResolvFile writes it; "" = leave Docker's file."""
-    lines = [f"nameserver {server}" for server in dns.servers]
-    if dns.searches:
-        lines.append("search " + " ".join(dns.searches))
-    if dns.options:
-        lines.append("options " + " ".join(dns.options))
-    return "".join(f"{line}\n" for line in lines)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from cri.docker import archive, convert
 from cri.docker.client import DockerAPIError, DockerClient, label_filters
-from cri.docker.create_config import ConfigError, container_create_body, resolv_conf_content, sandbox_create_body
+from cri.docker.create_config import ConfigError, container_create_body, sandbox_create_body
 from cri.docker.events import container_events
 from cri.docker.exec import exec_sync
 from cri.docker.images import DockerImages
@@ -25,6 +24,7 @@ from cri.docker.naming import (
     make_container_name,
     make_sandbox_name,
 )
+from cri.docker.resolv_conf import resolv_conf_content, rewrite_resolv_conf
 from cri.errors import (
     CreateContainerError,
     NotFoundError,
@@ -200,9 +200,7 @@ class DockerRuntime:
         return sandbox_id
 
     async def _rewrite_resolv_conf(self, sandbox_id: str, config: PodSandboxConfig) -> None:
-        """cri-dockerd's rewriteResolvFile: Docker filters and merges the DNS settings it is given with the
-        host's, so the file it wrote at start is replaced (in place: the containers bind-mount it) by
-        exactly the kubelet's config."""
+        """Replace the resolv.conf Docker wrote at start with exactly the sandbox's DNS config (cri-dockerd)."""
         content = resolv_conf_content(config.dns) if config.dns is not None else ""
         if not content:
             return
@@ -211,9 +209,7 @@ class DockerRuntime:
             log.error("ResolvConfPath is empty", extra={"kv": {"sandbox": sandbox_id}})
             return
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(content)
+            rewrite_resolv_conf(path, content)
         except OSError as exc:
             raise CreateContainerError(
                 f'rewrite resolv.conf failed for pod "{config.metadata.name}": {exc}') from exc

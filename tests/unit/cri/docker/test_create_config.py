@@ -9,7 +9,6 @@ from cri.docker.create_config import (
     container_create_body,
     mount_binds,
     port_bindings,
-    resolv_conf_content,
     sandbox_create_body,
 )
 from cri.types import (
@@ -158,12 +157,3 @@ def test_group_without_user_is_rejected() -> None:
         container_create_body(
             "sb1", ContainerConfig(ContainerMeta("app"), "img", run_as_group=5), PodSandboxConfig(metadata=POD)
         )
-
-
-def test_resolv_conf_content_is_cri_dockerds_layout() -> None:
-    dns = DNSConfig(("10.96.0.10", "fd00::10"), ("prod.svc.cluster.local", "cluster.local"), ("ndots:5", "edns0"))
-    assert resolv_conf_content(dns) == (
-        "nameserver 10.96.0.10\nnameserver fd00::10\nsearch prod.svc.cluster.local cluster.local\noptions ndots:5 edns0\n"
-    )
-    assert resolv_conf_content(DNSConfig(("127.0.0.1",), (".",))) == "nameserver 127.0.0.1\nsearch .\n"
-    assert resolv_conf_content(DNSConfig()) == ""
