@@ -45,6 +45,7 @@ from minikubelet.worker.backoff import (
 )
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.lifecycle import KillPodOptions
@@ -98,7 +99,9 @@ class Agent:
         self.containers = Containers(runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                      self.images, cgroups, config.root_dir, config.pod_logs_dir, self.host_ip,
                                      allocatable, legacy_log_dir=config.legacy_container_logs_dir,
-                                     security=SecurityOptions.of(config))
+                                     security=SecurityOptions.of(config),
+                                     dns=DNSSettings(config.cluster_dns, config.cluster_domain, config.resolv_conf,
+                                                     (node_ip,) if node_ip else ()))
         self.syncer = PodSyncer(runtime, self.clock, self.recorder, self.metrics, self.containers, self.images,
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 

@@ -24,6 +24,7 @@ from cri.docker.naming import (
     make_container_name,
     make_sandbox_name,
 )
+from cri.docker.resolv_conf import resolv_conf_content, rewrite_resolv_conf
 from cri.errors import (
     CreateContainerError,
     NotFoundError,
@@ -184,6 +185,7 @@ class DockerRuntime:
                 return str(existing["Id"])
             if state.get("Status") == "created":
                 await self._start(str(existing["Id"]))
+                await self._rewrite_resolv_conf(str(existing["Id"]), config)
                 return str(existing["Id"])
             # A dead sandbox's namespaces are gone; the only way forward is a fresh one.
             await self.remove_pod_sandbox(str(existing["Id"]))
@@ -199,7 +201,23 @@ class DockerRuntime:
             raise CreateContainerError(exc.message) from exc
         sandbox_id = str(created["Id"])
         await self._start(sandbox_id)
+        await self._rewrite_resolv_conf(sandbox_id, config)
         return sandbox_id
+
+    async def _rewrite_resolv_conf(self, sandbox_id: str, config: PodSandboxConfig) -> None:
+        """Replace the resolv.conf Docker wrote at start with exactly the sandbox's DNS config (cri-dockerd)."""
+        content = resolv_conf_content(config.dns) if config.dns is not None else ""
+        if not content:
+            return
+        path = str((await self._inspect(sandbox_id)).get("ResolvConfPath") or "")
+        if not path:
+            log.error("ResolvConfPath is empty", extra={"kv": {"sandbox": sandbox_id}})
+            return
+        try:
+            rewrite_resolv_conf(path, content)
+        except OSError as exc:
+            raise CreateContainerError(
+                f'rewrite resolv.conf failed for pod "{config.metadata.name}": {exc}') from exc
 
     async def _id_of_reserved_name(self, name: str) -> str:
         # Docker reserves a name before the container can be inspected.

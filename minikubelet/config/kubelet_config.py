@@ -54,6 +54,9 @@ class KubeletConfig:
     root_dir: str = "/var/lib/minikubelet"
     pod_infra_container_image: str = "registry.k8s.io/pause:3.10"
     hostname_override: str = ""
+    cluster_dns: tuple[str, ...] = ()
+    cluster_domain: str = ""
+    resolv_conf: str = "/etc/resolv.conf"
     node_status_update_frequency: float = 10.0
     cgroups_per_qos: bool = True
     cgroup_root: str = "/"
@@ -225,6 +228,24 @@ def _hostname(value: object) -> str:
     if name and (len(name) > 253 or not _DNS1123_SUBDOMAIN.match(name)):
         raise ValueError(f"must be a valid DNS-1123 subdomain (the node name), got {value!r}")
     return name
+
+
+def _ip_list(value: object) -> tuple[str, ...]:
+    # a list in the file; comma-separated on the command line, as the kubelet's StringSlice flag
+    items = [v.strip() for v in value.split(",") if v.strip()] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise ValueError(f"must be a list of IP addresses, got {value!r}")
+    try:
+        return tuple(str(ipaddress.ip_address(v)) for v in items)
+    except ValueError:
+        raise ValueError(f"must be a list of IP addresses, got {value!r}") from None
+
+
+def _cluster_domain(value: object) -> str:
+    domain = _string(value)
+    if domain and (len(domain) > 253 or not _DNS1123_SUBDOMAIN.match(domain)):
+        raise ValueError(f"must be a valid DNS-1123 subdomain such as \"cluster.local\", got {value!r}")
+    return domain
 
 
 _ALLOCATABLE_TARGETS = (
@@ -473,6 +494,9 @@ _FIELDS = (
     _Field("root_dir", "rootDir", "--root-dir", _absolute_path, "Directory for the agent's state (volumes, checkpoints)."),
     _Field("pod_infra_container_image", "podInfraContainerImage", "--pod-infra-container-image", _string, "Image of the pod sandbox (pause) container."),
     _Field("hostname_override", "hostnameOverride", "--hostname-override", _hostname, "Use this name as the node name instead of the hostname."),
+    _Field("cluster_dns", "clusterDNS", "--cluster-dns", _ip_list, "Comma-separated DNS server IPs for pods with dnsPolicy ClusterFirst."),
+    _Field("cluster_domain", "clusterDomain", "--cluster-domain", _cluster_domain, "Cluster domain: pods search <ns>.svc.<domain>, svc.<domain>, <domain>."),
+    _Field("resolv_conf", "resolvConf", "--resolv-conf", _optional_absolute_path, "Resolver config the pods' DNS is based on (\"\" disables)."),
     _Field("node_status_update_frequency", "nodeStatusUpdateFrequency", None, _positive_duration),
     _Field("cgroups_per_qos", "cgroupsPerQOS", None, _bool),
     _Field("cgroup_root", "cgroupRoot", None, _absolute_path),

@@ -19,6 +19,7 @@ from cri.types import (
     LABEL_POD_UID,
     ContainerConfig,
     ContainerMeta,
+    DNSConfig,
     LinuxResources,
     Mount,
     PodMeta,
@@ -27,6 +28,7 @@ from cri.types import (
 )
 from minikubelet.api.expansion import container_env, expand_command
 from minikubelet.base.podview import ContainerView, PodView
+from minikubelet.worker.hosts import sandbox_hostname
 from minikubelet.worker.security_context import (
     DEFAULT_OPTIONS,
     SecurityOptions,
@@ -50,9 +52,11 @@ def pod_log_dir(pod_logs_dir: str, pod: PodView) -> str:
 
 
 def sandbox_config(
-    pod: PodView, attempt: int, pod_logs_dir: str, cgroup_parent: str = "", resources: LinuxResources | None = None
+    pod: PodView, attempt: int, pod_logs_dir: str, cgroup_parent: str = "", resources: LinuxResources | None = None,
+    *, dns: DNSConfig | None = None, cluster_domain: str = "",
 ) -> PodSandboxConfig:
-    hostname = (pod.hostname or pod.name)[:63].rstrip("-.")
+    """Raises HostnameError when the pod's hostname cannot be formed."""
+    hostname = sandbox_hostname(pod, cluster_domain)
     ports = [
         PortMapping(container_port=p.container_port, protocol=p.protocol, host_port=p.host_port, host_ip=p.host_ip)
         for c in pod.containers
@@ -64,6 +68,7 @@ def sandbox_config(
     return PodSandboxConfig(
         metadata=PodMeta(pod.name, pod.namespace, pod.uid, attempt),
         hostname=hostname,
+        dns=dns,
         log_directory=pod_log_dir(pod_logs_dir, pod),
         port_mappings=tuple(ports),
         labels={**pod.labels, **pod_labels(pod)},

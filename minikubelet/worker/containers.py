@@ -11,7 +11,7 @@ from typing import Any
 
 from cri.errors import CreateContainerError, NotFoundError, RuntimeError_, StartContainerError
 from cri.runtime import Runtime
-from cri.types import ContainerState, ContainerStatus
+from cri.types import ContainerState, ContainerStatus, DNSConfig, Mount, PodSandboxStatus
 from minikubelet import events as ev
 from minikubelet.api.expansion import EnvSourceError
 from minikubelet.base.clock import Clock
@@ -20,11 +20,20 @@ from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
-from minikubelet.volumes.manager import VolumeError, container_mounts, setup_volumes, termination_log_path
+from minikubelet.volumes.manager import VolumeError, container_mounts, pod_dir, setup_volumes, termination_log_path
 from minikubelet.worker.backoff import Backoff
 from minikubelet.worker.container_config import container_config, sandbox_config
 from minikubelet.worker.dependencies import CgroupSource
+from minikubelet.worker.dns import DNSError, DNSSettings, pod_dns, read_host_dns
 from minikubelet.worker.hooks import HookError, run_hook
+from minikubelet.worker.hosts import (
+    ETC_HOSTS,
+    HostnameError,
+    hosts_content,
+    read_node_hosts,
+    should_mount_hosts_file,
+    write_hosts_file,
+)
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.log_files import LogFiles
 from minikubelet.worker.planner import backoff_key
@@ -43,7 +52,7 @@ class Containers:
                  container_backoff: Backoff, images: ImagePuller, cgroups: CgroupSource | None,
                  root_dir: str, pod_logs_dir: str, host_ip: str,
                  allocatable: Mapping[str, Fraction] | None = None, legacy_log_dir: str = "",
-                 security: SecurityOptions = DEFAULT_OPTIONS) -> None:
+                 security: SecurityOptions = DEFAULT_OPTIONS, dns: DNSSettings | None = None) -> None:
         self._runtime = runtime
         self._clock = clock
         self._recorder = recorder
@@ -57,6 +66,8 @@ class Containers:
         self.allocatable: Mapping[str, Fraction] = allocatable or {}  # for resourceFieldRef without a limit
         self.logs = LogFiles(pod_logs_dir, legacy_log_dir)
         self._security = security
+        self._dns = dns  # None: the sandbox gets the runtime's default resolver config
+        self._cluster_domain = dns.cluster_domain if dns is not None else ""
 
     def _fail_start(self, view: PodView, c: ContainerView, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
@@ -105,7 +116,8 @@ class Containers:
             if st.volume_paths is None:
                 st.volume_paths = setup_volumes(pod, self._root_dir)
             mounts = container_mounts(dict(c.raw), st.volume_paths)
-        except (VolumeError, OSError) as e:
+            mounts += self._hosts_mount(view, c, sandbox)
+        except (VolumeError, OSError, HostnameError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
         tlog = termination_log_path(self._root_dir, uid, name, restart_count)
         try:
@@ -129,7 +141,11 @@ class Containers:
         except (EnvSourceError, SecurityContextError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
         cgroup_parent = self.cgroups.cgroup_parent(view) if self.cgroups else ""
-        scfg = sandbox_config(view, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent)
+        try:
+            scfg = sandbox_config(view, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent,
+                                  cluster_domain=self._cluster_domain)
+        except HostnameError as e:
+            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
         try:
             self.logs.ensure_container_dir(view.namespace, view.name, uid, name)
         except OSError as e:
@@ -240,7 +256,12 @@ class Containers:
             st.wake_no_later_than(self._clock.monotonic() + 10.0)
             return ""
         resources = self.cgroups.sandbox_resources() if self.cgroups else None
-        cfg = sandbox_config(view, attempt, self._pod_logs_dir, cgroup_parent, resources)
+        try:
+            cfg = sandbox_config(view, attempt, self._pod_logs_dir, cgroup_parent, resources,
+                                 dns=self._pod_dns(view), cluster_domain=self._cluster_domain)
+        except (DNSError, HostnameError) as e:
+            self._sandbox_failed(pod, st, str(e))
+            return ""
         try:
             self.logs.ensure_pod_dir(view.namespace, view.name, view.uid)
         except OSError as e:
@@ -251,6 +272,25 @@ class Containers:
         except RuntimeError_ as e:
             self._sandbox_failed(pod, st, str(e))
             return ""
+
+    def _pod_dns(self, view: PodView) -> DNSConfig | None:
+        """The sandbox's resolver config (upstream GetPodDNS), recording its Warning events on the pod."""
+        if self._dns is None:
+            return None
+        result = pod_dns(view, self._dns, read_host_dns(self._dns.resolv_conf))
+        for reason, message in result.events:
+            self._recorder.pod_event(view.raw, "Warning", reason, message)
+        return result.config
+
+    def _hosts_mount(self, view: PodView, c: ContainerView, sandbox: PodSandboxStatus) -> list[Mount]:
+        """The kubelet-managed /etc/hosts (upstream makeHostsMount), rewritten at each container start."""
+        pod_ips = tuple(ip for ip in (sandbox.ip, *sandbox.additional_ips) if ip)
+        if not should_mount_hosts_file(view, pod_ips, c):
+            return []
+        node_hosts = read_node_hosts() if view.host_network else ""
+        content = hosts_content(view, pod_ips, self._cluster_domain, node_hosts)
+        path = write_hosts_file(pod_dir(self._root_dir, view.uid), content)
+        return [Mount(container_path=ETC_HOSTS, host_path=path)]
 
     def _sandbox_failed(self, pod: dict[str, Any], st: PodSyncState, message: str) -> None:
         self._recorder.pod_event(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {message}")

@@ -27,6 +27,7 @@ from minikubelet.worker.backoff import (
     Backoff,
 )
 from minikubelet.worker.containers import Containers
+from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.sync import PodSyncer
@@ -48,8 +49,10 @@ def make_pod(name: str = "p", uid: str = "uid-1", containers: list[dict[str, Any
 
 
 class FakeNode:
-    def __init__(self, root: Path, max_pods: int = 110, runtime: FakeRuntime | None = None) -> None:
-        """`runtime`: the engine of an earlier agent, to start a new agent on it."""
+    def __init__(self, root: Path, max_pods: int = 110, runtime: FakeRuntime | None = None,
+                 dns: DNSSettings | None = None) -> None:
+        """`runtime`: the engine of an earlier agent, to start a new agent on it; `dns`: the pods' DNS settings
+        (None: the runtime's default)."""
         self.runtime = runtime or FakeRuntime(FakeClock(), images=[IMAGE])
         assert isinstance(self.runtime.clock, FakeClock)
         self.clock: FakeClock = self.runtime.clock
@@ -61,7 +64,7 @@ class FakeNode:
         images = ImagePuller(self.runtime, image_backoff, self.recorder, self.metrics, self.clock)
         containers = Containers(self.runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                 images, None, str(root), str(root / "logs"), "10.0.0.1",
-                                legacy_log_dir=str(root / "containers"))
+                                legacy_log_dir=str(root / "containers"), dns=dns)
         self.syncer = PodSyncer(self.runtime, self.clock, self.recorder, self.metrics, containers, images,
                                 self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
         self.syncer.container_id_scheme = self.runtime.runtime_version.container_id_scheme

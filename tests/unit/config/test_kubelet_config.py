@@ -92,10 +92,10 @@ def test_flags_override_file(tmp_path: Path) -> None:
 
 
 def test_unknown_and_unsupported_fields_warn(tmp_path: Path) -> None:
-    path = write(tmp_path, "fooBar: 1\nclusterDNS: [10.0.0.10]\n")
+    path = write(tmp_path, "fooBar: 1\npodCIDR: 10.0.0.0/24\n")
     _, warnings = load_config(path, {})
     assert f"unknown field 'fooBar' in {path}" in warnings
-    assert any("'clusterDNS'" in w and "not supported" in w for w in warnings)
+    assert any("'podCIDR'" in w and "not supported" in w for w in warnings)
     assert len(warnings) == 2
 
 
@@ -296,3 +296,24 @@ def test_invalid_security_settings(tmp_path: Path, body: str, message: str) -> N
     with pytest.raises(ConfigError) as info:
         load_config(write(tmp_path, body + "\n"), {})
     assert message in str(info.value)
+
+
+def test_dns_settings_from_file_and_flags(tmp_path: Path) -> None:
+    assert (KubeletConfig().cluster_dns, KubeletConfig().cluster_domain, KubeletConfig().resolv_conf) == (
+        (), "", "/etc/resolv.conf")
+    path = write(tmp_path, "clusterDNS: [10.96.0.10, 'fd00::0a']\nclusterDomain: cluster.local\nresolvConf: ''\n")
+    config, warnings = load_config(path, {})
+    assert warnings == []
+    assert (config.cluster_dns, config.cluster_domain, config.resolv_conf) == (("10.96.0.10", "fd00::a"), "cluster.local", "")
+    config, _ = load_config(path, {"cluster_dns": "10.0.0.10, 10.0.0.11", "resolv_conf": "/run/resolv.conf"})
+    assert (config.cluster_dns, config.resolv_conf) == (("10.0.0.10", "10.0.0.11"), "/run/resolv.conf")
+
+
+@pytest.mark.parametrize(("overrides", "needle"), [
+    ({"cluster_dns": "10.0.0.300"}, "--cluster-dns: must be a list of IP addresses"),
+    ({"cluster_domain": "Cluster_Local"}, "--cluster-domain: must be a valid DNS-1123 subdomain"),
+    ({"resolv_conf": "resolv.conf"}, "--resolv-conf: must be an absolute path"),
+])
+def test_bad_dns_settings_name_the_flag(overrides: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        load_config(None, overrides)
