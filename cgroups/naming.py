@@ -11,6 +11,7 @@ from typing import Final, Literal
 
 from cgroups.podspec import Pod, pod_uid
 from cgroups.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
+from minikubelet.base.safepath import safe_component
 
 CgroupName = tuple[str, ...]
 Naming = Literal["cgroupfs", "systemd"]
@@ -86,7 +87,9 @@ def qos_cgroup_name(qos: str, cgroup_root: CgroupName = ROOT) -> CgroupName:
 
 
 def pod_cgroup_name(pod: Pod, cgroup_root: CgroupName = ROOT) -> CgroupName:
-    return (*qos_cgroup_name(qos_class(pod), cgroup_root), POD_PREFIX + pod_uid(pod))
+    """The pod's cgroup; a uid that is not a single path component is refused (UnsafePathError)."""
+    uid = safe_component(pod_uid(pod), "pod uid")
+    return (*qos_cgroup_name(qos_class(pod), cgroup_root), POD_PREFIX + uid)
 
 
 def pod_uid_from_component(component: str) -> str | None:

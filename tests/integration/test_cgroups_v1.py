@@ -19,7 +19,7 @@ from cgroups.detect import detect_cgroup_version
 from cgroups.driver import CgroupBusyError, CgroupOutsidePrefixError, ResourceConfig, walk_leaf_first
 from cgroups.manager import CgroupManager
 from cgroups.v1 import CgroupV1Driver, discover_hierarchies
-from tests.unit.test_cgroups_fixtures import ctr, pod
+from tests.unit.cgroups.fixtures import ctr, pod
 
 pytestmark = [
     pytest.mark.integration,
@@ -35,7 +35,7 @@ UID_E = str(uuid.uuid4())
 
 def _force_cleanup(prefix: str) -> None:
     # Last-resort cleanup of our own subtree only: move stray tasks to the hierarchy root, rmdir.
-    for mount in sorted(set(discover_hierarchies().values())):
+    for mount in CgroupV1Driver().mount_points:
         top = mount / prefix.strip("/")
         if not top.exists():
             continue

@@ -1,3 +1,5 @@
+from typing import Any
+
 import pytest
 
 from minikubelet.cm.pod_cgroups import CgroupSetupError, build_pod_cgroups
@@ -13,11 +15,11 @@ def test_refuses_when_docker_uses_another_cgroup_driver() -> None:
 
 def test_without_cgroups_per_qos_only_computes_limits() -> None:
     pc = build_pod_cgroups(KubeletConfig(cgroups_per_qos=False), "cgroupfs", lambda: [])
-    pod = {"metadata": {"uid": "u"}, "spec": {"containers": [
-        {"name": "a", "resources": {"limits": {"cpu": "200m", "memory": "32Mi"},
-                                     "requests": {"cpu": "200m", "memory": "32Mi"}}}]}}
+    container: dict[str, Any] = {"name": "a", "resources": {"limits": {"cpu": "200m", "memory": "32Mi"},
+                                                            "requests": {"cpu": "200m", "memory": "32Mi"}}}
+    pod: dict[str, Any] = {"metadata": {"uid": "u"}, "spec": {"containers": [container]}}
     assert pc.ensure_pod(pod) == "" and pc.qos_class(pod) == "Guaranteed"
-    r = pc.container_resources(pod, pod["spec"]["containers"][0])
+    r = pc.container_resources(pod, container)
     assert r is not None
     assert (r.cpu_shares, r.cpu_quota, r.cpu_period, r.memory_limit_bytes) == (204, 20000, 100000, 32 * 2**20)
     assert r.oom_score_adj >= pc.min_oom_score_adj
