@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+from collections.abc import Iterable
 from typing import Any
 
 from cri.types import Mount
@@ -161,3 +162,16 @@ def teardown_pod_dir(root_dir: str, uid: str) -> bool:
     except (UnsafePathError, OSError) as e:
         log.warning("pod dir not removed", extra={"kv": {"uid": uid, "err": str(e)}})
         return False
+
+
+def cleanup_orphaned_pod_dirs(root_dir: str, known_uids: Iterable[str]) -> list[str]:
+    """Remove <rootDir>/pods/<uid> for every uid not in known_uids (upstream cleanupOrphanedPodDirs).
+
+    Returns the uids whose dirs are still there (something mounted inside, or not removable yet).
+    """
+    known = set(known_uids)
+    try:
+        entries = sorted(os.listdir(safe_join(root_dir, PODS)))
+    except FileNotFoundError:
+        return []
+    return [uid for uid in entries if uid not in known and not teardown_pod_dir(root_dir, uid)]

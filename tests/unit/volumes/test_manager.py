@@ -7,6 +7,7 @@ import pytest
 from minikubelet.base.safepath import UnsafePathError
 from minikubelet.volumes.manager import (
     VolumeError,
+    cleanup_orphaned_pod_dirs,
     container_mounts,
     create_termination_log,
     pod_dir,
@@ -160,3 +161,17 @@ def test_teardown_refuses_a_symlinked_pods_dir(tmp_path: Path) -> None:
     (root / "pods").symlink_to(victim)
     assert teardown_pod_dir(str(root), "u1") is False
     assert (victim / "u1").is_dir() and (victim / "data").exists()
+
+
+def test_orphaned_pod_dirs_are_removed_known_ones_kept(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for uid in ("keep", "gone1", "gone2"):
+        setup_volumes({"metadata": {"uid": uid}, "spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}, str(root))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "data").write_text("d")
+    (root / "pods" / "planted").symlink_to(outside)
+    assert cleanup_orphaned_pod_dirs(str(root), ["keep"]) == []
+    assert sorted(p.name for p in (root / "pods").iterdir()) == ["keep"]
+    assert (outside / "data").exists()
+    assert cleanup_orphaned_pod_dirs(str(tmp_path / "nothing"), []) == []
