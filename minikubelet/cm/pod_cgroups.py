@@ -16,11 +16,13 @@ from cgroups.driver import CgroupBusyError, CgroupDriver, CgroupError
 from cgroups.manager import CgroupManager
 from cgroups.naming import Naming
 from cgroups.oom import SANDBOX_OOM_SCORE_ADJ, clamp_oom_score_adj, detect_min_oom_score_adj
+from cgroups.podspec import pod_uid
 from cgroups.qos import qos_class
 from cgroups.v1 import CgroupV1Driver
 from cgroups.v2 import CgroupV2Driver
 from cri.types import LinuxResources
 from minikubelet.base.podview import Container, Pod
+from minikubelet.base.safepath import safe_component
 from minikubelet.config.kubelet_config import KubeletConfig
 
 log = logging.getLogger("minikubelet.cgroups")
@@ -58,6 +60,8 @@ class PodCgroups:
         return qos_class(pod)
 
     def ensure_pod(self, pod: Pod) -> str:
+        # Refused even without cgroups: the sandbox must not start for a uid no host path can hold.
+        safe_component(pod_uid(pod), "pod uid")
         if self.manager is None:
             return ""
         self.manager.update_qos(list(self._active_pods()))
