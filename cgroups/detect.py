@@ -43,6 +43,18 @@ def is_cgroup2_mount(path: Path, mountinfo: Path = MOUNTINFO) -> bool:
     return any(m.fstype == "cgroup2" and m.mount_point == path for m in cgroup_mounts(mountinfo))
 
 
+def hybrid_unified_mount(root: Path = DEFAULT_ROOT, mountinfo: Path = MOUNTINFO) -> Path | None:
+    """The cgroup2 mount next to the v1 controllers on a hybrid host (root/unified), if any.
+
+    It carries no controllers, but runc (cgroupfs driver) creates every container's cgroup path
+    there too, parents included, and removes only the container's own leaf on delete.
+    """
+    for m in cgroup_mounts(mountinfo):
+        if m.fstype == "cgroup2" and m.mount_point.parent == root:
+            return m.mount_point
+    return None
+
+
 def detect_cgroup_version(root: Path = DEFAULT_ROOT, mountinfo: Path = MOUNTINFO) -> int:
     """2 when root is a cgroup2 mount offering controllers (unified mode), else 1.
 

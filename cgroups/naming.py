@@ -11,6 +11,7 @@ from typing import Final, Literal
 
 from cgroups.qos import BEST_EFFORT, BURSTABLE, GUARANTEED, qos_class
 from minikubelet.base.podview import PodView
+from minikubelet.base.safepath import safe_component
 
 CgroupName = tuple[str, ...]
 Naming = Literal["cgroupfs", "systemd"]
@@ -86,9 +87,11 @@ def qos_cgroup_name(qos: str, cgroup_root: CgroupName = ROOT) -> CgroupName:
 
 
 def pod_cgroup_name(pod: PodView, cgroup_root: CgroupName = ROOT) -> CgroupName:
+    """The pod's cgroup; a uid that is not a single path component is refused (UnsafePathError)."""
     if not pod.uid:
         raise ValueError("pod has no metadata.uid")
-    return (*qos_cgroup_name(qos_class(pod), cgroup_root), POD_PREFIX + pod.uid)
+    uid = safe_component(pod.uid, "pod uid")
+    return (*qos_cgroup_name(qos_class(pod), cgroup_root), POD_PREFIX + uid)
 
 
 def pod_uid_from_component(component: str) -> str | None:

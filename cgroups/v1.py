@@ -2,7 +2,8 @@
 
 A pod cgroup is created in every mounted v1 hierarchy, because the runtime puts its containers'
 cgroups below the same parent in every hierarchy and the kubelet must be able to find and remove
-them all. Only cpu, memory and pids carry settings.
+them all. Only cpu, memory and pids carry settings. On a hybrid host the controller-less cgroup2
+mount (root/unified) is one more such hierarchy: runc creates the same path there.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from cgroups.detect import MOUNTINFO, cgroup_mounts
+from cgroups.detect import MOUNTINFO, cgroup_mounts, hybrid_unified_mount
 from cgroups.driver import (
     DEFAULT_ROOT,
     CgroupBusyError,
@@ -53,17 +54,24 @@ class CgroupV1Driver:
         prefix: str = "/",
         hierarchies: dict[str, Path] | None = None,
         mountinfo: Path = MOUNTINFO,
+        unified: Path | None = None,
     ) -> None:
         self.root = root
         self.prefix = prefix
         self.hierarchies = hierarchies if hierarchies is not None else discover_hierarchies(root, mountinfo)
+        # Only discovered along with the hierarchies: a caller naming its own hierarchies names this too.
+        self.unified = unified if hierarchies is not None else hybrid_unified_mount(root, mountinfo)
         for needed in ("cpu", "cpuacct", "memory"):
             if needed not in self.hierarchies:
                 raise CgroupError(errno.ENOENT, f"cgroup v1 controller {needed} is not mounted under {root}")
 
     @property
     def mount_points(self) -> list[Path]:
-        return sorted(set(self.hierarchies.values()))
+        """Every hierarchy a pod cgroup lives in: the v1 mounts and, on a hybrid host, unified."""
+        mounts = set(self.hierarchies.values())
+        if self.unified is not None:
+            mounts.add(self.unified)
+        return sorted(mounts)
 
     def path(self, controller: str, name: str) -> Path:
         return self.hierarchies[controller].joinpath(*components(name))
@@ -135,7 +143,8 @@ class CgroupV1Driver:
             raise failures[0]
 
     def children(self, name: str) -> list[str]:
-        return subdirs(self.path("cpu", name))
+        """Child cgroups found in any hierarchy: a leftover in one of them is still a child."""
+        return sorted({child for mount in self.mount_points for child in subdirs(mount.joinpath(*components(name)))})
 
     def read_usage(self, name: str) -> Usage:
         memory = self.path("memory", name)

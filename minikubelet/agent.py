@@ -35,6 +35,7 @@ from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
 from minikubelet.sources.url import URLPodSource
 from minikubelet.status.manager import StatusManager
+from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
 from minikubelet.worker.backoff import (
     CONTAINER_BACKOFF_INITIAL,
     CONTAINER_BACKOFF_MAX,
@@ -59,6 +60,7 @@ log = logging.getLogger("minikubelet.agent")
 
 HEALTHY_RELIST_AGE = 10.0  # seconds without a successful relist before /healthz fails
 CHECKPOINT_PERIOD = 2.0
+ORPHAN_SWEEP_PERIOD = 60.0
 
 
 class Agent:
@@ -153,8 +155,25 @@ class Agent:
             return
         self._orphans_pending = False
         self.manager.adopt_orphans(self.pleg.runtime_uids)
+        self._sweep_orphans()
+
+    def _known_uids(self) -> set[str]:
+        """Every pod that has, or may still get, a cgroup or a pod directory."""
+        return set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())
+
+    def _sweep_orphans(self) -> None:
+        """Pod cgroups (every hierarchy) and pod directories of pods nothing knows any more (upstream
+        cleanupOrphanedPodCgroups / cleanupOrphanedPodDirs): what a crash or a busy cgroup left behind."""
+        known = self._known_uids()
         if isinstance(self.cgroups, PodCgroups):
-            self.cgroups.cleanup_orphans(set(self.pleg.runtime_uids) | set(self.manager.desired))
+            self.cgroups.cleanup_orphans(known)
+        cleanup_orphaned_pod_dirs(self.config.root_dir, known)
+
+    async def _orphan_sweep(self) -> None:
+        while True:
+            await self.clock.sleep(ORPHAN_SWEEP_PERIOD)
+            if not self._orphans_pending:
+                self._sweep_orphans()
 
     def _update_gauges(self) -> None:
         running = 0
@@ -234,6 +253,7 @@ class Agent:
                     *([tg.create_task(self.url_source.run(), name="url-pods")] if self.url_source else []),
                     tg.create_task(self._housekeeping(), name="housekeeping"),
                     tg.create_task(self.container_gc.run(), name="container-gc"),
+                    tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")

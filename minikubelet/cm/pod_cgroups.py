@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 import psutil
 
 from cgroups.container_resources import container_linux_resources
 from cgroups.detect import detect_cgroup_version
-from cgroups.driver import CgroupBusyError, CgroupDriver
+from cgroups.driver import CgroupBusyError, CgroupDriver, CgroupError
 from cgroups.manager import CgroupManager
 from cgroups.naming import Naming
 from cgroups.oom import SANDBOX_OOM_SCORE_ADJ, clamp_oom_score_adj, detect_min_oom_score_adj
@@ -21,9 +22,16 @@ from cgroups.v2 import CgroupV2Driver
 from cri.types import LinuxResources
 from minikubelet.base import podview
 from minikubelet.base.podview import ContainerView, Pod, PodView
+from minikubelet.base.safepath import safe_component
 from minikubelet.config.kubelet_config import KubeletConfig
 
 log = logging.getLogger("minikubelet.cgroups")
+
+# Processes of a stopped pod can take a moment to leave its cgroup; removal is retried this long
+# (doubling the interval from the first value), then left to the orphan sweep.
+REMOVE_RETRY_FIRST = 0.05
+REMOVE_RETRY_FOR = 10.0
+SWEEP_PERIOD = 60.0
 
 
 class CgroupSetupError(Exception):
@@ -47,11 +55,14 @@ class PodCgroups:
         self._cpu_cfs_quota = cpu_cfs_quota
         self._cpu_period_us = cpu_period_us
         self._views: dict[str, tuple[Pod, PodView]] = {}  # uid -> (pod version, its view)
+        self._retries: set[asyncio.Task[bool]] = set()
 
     def qos_class(self, pod: PodView) -> str:
         return qos_class(pod)
 
     def ensure_pod(self, pod: PodView) -> str:
+        # Refused even without cgroups: the sandbox must not start for a uid no host path can hold.
+        safe_component(pod.uid, "pod uid")
         if self.manager is None:
             return ""
         self.manager.update_qos(self._active_views())
@@ -79,21 +90,72 @@ class PodCgroups:
     def sandbox_resources(self) -> LinuxResources:
         return LinuxResources(oom_score_adj=clamp_oom_score_adj(SANDBOX_OOM_SCORE_ADJ, self.min_oom_score_adj))
 
-    def remove_pod(self, uid: str) -> None:
-        if self.manager is None:
-            return
-        self.manager.remove_pod(uid)
+    def try_remove_pod(self, uid: str) -> bool:
+        """One attempt to remove the pod's cgroup from every hierarchy (unified included).
 
-    def cleanup_orphans(self, known_uids: Iterable[str]) -> None:
-        """Remove pod cgroups a crashed run left behind (only empty ones; busy ones are retried later)."""
+        True when nothing of it is left anywhere; False when some part is still busy or failed,
+        so the caller can try again later. Never raises.
+        """
         if self.manager is None:
+            return True
+        try:
+            self.manager.remove_pod(uid)
+        except CgroupBusyError:
+            return False
+        except (CgroupError, ValueError) as e:
+            log.warning("pod cgroup removal failed", extra={"kv": {"uid": uid, "err": str(e)}})
+            return False
+        return uid not in self.manager.pod_cgroups()
+
+    async def remove_pod_eventually(self, uid: str, timeout: float = REMOVE_RETRY_FOR,
+                                    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> bool:
+        """try_remove_pod until it succeeds or `timeout` seconds of waiting have passed."""
+        delay, waited = REMOVE_RETRY_FIRST, 0.0
+        while not self.try_remove_pod(uid):
+            if waited >= timeout:
+                log.info("pod cgroup still busy; left to the orphan sweep", extra={"kv": {"uid": uid}})
+                return False
+            await sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 1.0)
+        return True
+
+    def remove_pod(self, uid: str) -> None:
+        """Remove the pod's cgroup; while it is busy, keep retrying in the background for a while."""
+        if self.try_remove_pod(uid):
             return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop to retry on: the orphan sweep will
+        task = loop.create_task(self.remove_pod_eventually(uid), name=f"remove-pod-cgroup-{uid}")
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
+
+    def cleanup_orphans(self, known_uids: Iterable[str]) -> list[str]:
+        """Remove the pod cgroups of pods not in known_uids, on every hierarchy; returns those still left.
+
+        known_uids must hold every pod the agent may still create a cgroup for (desired pods and pods
+        the runtime still runs): the sweep cannot tell a pod about to start from a forgotten one, only
+        a busy cgroup from an empty one, and busy ones are never touched.
+        """
+        if self.manager is None:
+            return []
+        left = []
         for uid in self.manager.orphans(known_uids):
-            try:
-                self.manager.remove_pod(uid)
+            if self.try_remove_pod(uid):
                 log.info("removed orphaned pod cgroup", extra={"kv": {"uid": uid}})
-            except CgroupBusyError:
-                log.info("orphaned pod cgroup still has processes", extra={"kv": {"uid": uid}})
+            else:
+                left.append(uid)
+                log.info("orphaned pod cgroup not removed yet", extra={"kv": {"uid": uid}})
+        return left
+
+    async def run_orphan_sweep(self, known_uids: Callable[[], Iterable[str]], period: float = SWEEP_PERIOD,
+                               sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+        """Housekeeping loop: cleanup_orphans(known_uids()) every `period` seconds, forever."""
+        while True:
+            await sleep(period)
+            self.cleanup_orphans(known_uids())
 
 
 def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_pods: Callable[[], Iterable[Pod]],

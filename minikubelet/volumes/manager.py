@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
 import stat
+from collections.abc import Iterable
 from typing import Any
 
 from cri.types import Mount
 from minikubelet.base import podview
 from minikubelet.base.podview import Container, Pod
+from minikubelet.base.safepath import (
+    UnsafePathError,
+    create_file,
+    make_dirs,
+    remove_tree,
+    safe_component,
+    safe_join,
+)
 from minikubelet.volumes.ownership import set_volume_ownership
 
+log = logging.getLogger("minikubelet.volumes")
+
 SUPPORTED = ("emptyDir", "hostPath")
+PODS = "pods"
+EMPTY_DIR = "kubernetes.io~empty-dir"
 
 
 class VolumeError(Exception):
@@ -20,11 +33,18 @@ class VolumeError(Exception):
 
 
 def pod_dir(root_dir: str, uid: str) -> str:
-    return os.path.join(root_dir, "pods", uid)
+    """<rootDir>/pods/<uid>; raises UnsafePathError when uid is not a single path component."""
+    return safe_join(root_dir, PODS, uid)
 
 
 def empty_dir_path(root_dir: str, uid: str, name: str) -> str:
-    return os.path.join(pod_dir(root_dir, uid), "volumes", "kubernetes.io~empty-dir", name)
+    return safe_join(root_dir, PODS, uid, "volumes", EMPTY_DIR, name)
+
+
+def _termination_log_parts(uid: str, container_name: str, restart_count: int) -> tuple[str, ...]:
+    if not isinstance(restart_count, int) or isinstance(restart_count, bool) or restart_count < 0:
+        raise UnsafePathError(f"restart count {restart_count!r} cannot be used in a host path")
+    return PODS, uid, "containers", container_name, f"{restart_count}-termination-log"
 
 
 def _volumes(pod: Pod) -> list[dict[str, Any]]:
@@ -65,6 +85,7 @@ def _fs_group(pod: Pod) -> int | None:
 def setup_volumes(pod: Pod, root_dir: str) -> dict[str, str]:
     """Create the pod's volumes on the host; returns volume name -> host path."""
     uid = podview.uid(pod)
+    os.makedirs(root_dir, exist_ok=True)
     paths: dict[str, str] = {}
     for v in _volumes(pod):
         vname = str(v.get("name"))
@@ -72,13 +93,16 @@ def setup_volumes(pod: Pod, root_dir: str) -> dict[str, str]:
             medium = v["emptyDir"].get("medium", "")
             if medium not in ("", None):
                 raise VolumeError(f"volume {vname!r}: emptyDir medium {medium!r} is not supported yet")
-            p = empty_dir_path(root_dir, uid, vname)
-            if not os.path.isdir(p):
-                os.makedirs(p, mode=0o777, exist_ok=True)
-                os.chmod(p, 0o777)
+            try:
+                p = empty_dir_path(root_dir, uid, vname)
+                created = not os.path.isdir(p)
+                paths[vname] = make_dirs(root_dir, PODS, uid, "volumes", EMPTY_DIR, vname,
+                                         leaf_mode=0o777 if created else None)
+            except UnsafePathError as e:
+                raise VolumeError(f"volume {vname!r}: {e}") from e
+            if created:
                 # as upstream's emptyDir: once, when it is created, and whatever fsGroupChangePolicy says
-                set_volume_ownership(p, _fs_group(pod))
-            paths[vname] = p
+                set_volume_ownership(paths[vname], _fs_group(pod))
         elif isinstance(v.get("hostPath"), dict):
             hp = v["hostPath"]
             path = hp.get("path")
@@ -124,11 +148,43 @@ def container_mounts(c: Container, volume_paths: dict[str, str]) -> list[Mount]:
 
 
 def termination_log_path(root_dir: str, uid: str, container_name: str, restart_count: int) -> str:
-    return os.path.join(pod_dir(root_dir, uid), "containers", container_name, f"{restart_count}-termination-log")
+    return safe_join(root_dir, *_termination_log_parts(uid, container_name, restart_count))
 
 
-def teardown_pod_dir(root_dir: str, uid: str) -> None:
-    """Remove the pod's directory (emptyDirs, termination logs); hostPaths are never touched."""
-    d = pod_dir(root_dir, uid)
-    if os.path.isdir(d) and not os.path.islink(d):
-        shutil.rmtree(d, ignore_errors=True)
+def create_termination_log(root_dir: str, uid: str, container_name: str, restart_count: int) -> str:
+    """Create the empty host side of a container's terminationMessagePath; returns its path.
+
+    A symlink planted on the way (or as the file) is refused, so no host file is ever truncated.
+    """
+    return create_file(root_dir, *_termination_log_parts(uid, container_name, restart_count))
+
+
+def teardown_pod_dir(root_dir: str, uid: str) -> bool:
+    """Remove <rootDir>/pods/<uid> (emptyDirs, termination logs); True when nothing of it is left.
+
+    Only that directory is touched: a hostile uid, a symlink inside (removed as a link) or a mount
+    inside (left, and False returned so the caller retries) never lets removal reach other files.
+    """
+    try:
+        safe_component(uid, "pod uid")
+    except UnsafePathError as e:
+        log.warning("no pod dir for an unsafe uid", extra={"kv": {"err": str(e)}})
+        return True  # nothing was ever created for it: every creation refuses such a uid
+    try:
+        return remove_tree(root_dir, PODS, uid)
+    except (UnsafePathError, OSError) as e:
+        log.warning("pod dir not removed", extra={"kv": {"uid": uid, "err": str(e)}})
+        return False
+
+
+def cleanup_orphaned_pod_dirs(root_dir: str, known_uids: Iterable[str]) -> list[str]:
+    """Remove <rootDir>/pods/<uid> for every uid not in known_uids (upstream cleanupOrphanedPodDirs).
+
+    Returns the uids whose dirs are still there (something mounted inside, or not removable yet).
+    """
+    known = set(known_uids)
+    try:
+        entries = sorted(os.listdir(safe_join(root_dir, PODS)))
+    except FileNotFoundError:
+        return []
+    return [uid for uid in entries if uid not in known and not teardown_pod_dir(root_dir, uid)]

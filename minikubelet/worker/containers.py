@@ -17,10 +17,11 @@ from minikubelet.api.expansion import EnvSourceError
 from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration
 from minikubelet.base.podview import ContainerView, PodView
+from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
-from minikubelet.volumes.manager import VolumeError, container_mounts, pod_dir, setup_volumes, termination_log_path
+from minikubelet.volumes.manager import VolumeError, container_mounts, create_termination_log, pod_dir, setup_volumes
 from minikubelet.worker.backoff import Backoff
 from minikubelet.worker.container_config import container_config, sandbox_config
 from minikubelet.worker.dependencies import CgroupSource
@@ -119,10 +120,9 @@ class Containers:
             mounts += self._hosts_mount(view, c, sandbox)
         except (VolumeError, OSError, HostnameError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
-        tlog = termination_log_path(self._root_dir, uid, name, restart_count)
         try:
-            _create_empty_file(tlog)
-        except OSError as e:
+            tlog = create_termination_log(self._root_dir, uid, name, restart_count)
+        except (OSError, UnsafePathError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
         resources = self.cgroups.container_resources(view, c) if self.cgroups else None
         pod_ip = sandbox.ip or self._host_ip
@@ -304,10 +304,3 @@ def _reported_restart_count(reported: dict[str, Any], name: str) -> int:
             if s.get("name") == name and s.get("containerID"):
                 return int(s.get("restartCount", 0)) + 1
     return 0
-
-
-def _create_empty_file(path: str) -> None:
-    """The host side of the container's terminationMessagePath bind mount."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o666)
-    os.close(fd)

@@ -14,6 +14,7 @@ from cri.types import LABEL_POD_UID, ContainerState
 from minikubelet import events as ev
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import PodView
+from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
@@ -223,11 +224,11 @@ class PodSyncer:
         for c in state.containers:
             if c.state is not ContainerState.EXITED:
                 continue
-            path = termination_log_path(self._root_dir, uid, name_of(c), restart_count_of(c))
             try:
+                path = termination_log_path(self._root_dir, uid, name_of(c), restart_count_of(c))
                 with open(path, "rb") as f:
                     data = f.read(MAX_TERMINATION_MESSAGE)
-            except OSError:
+            except (OSError, UnsafePathError):
                 data = b""
             msg = data.decode(errors="replace")
             if msg:
@@ -309,8 +310,10 @@ class PodSyncer:
             state = await self.observe(uid)
         await self.publish(view, state, st, terminal=True, status_fn=status_fn)
 
-    async def cleanup(self, view: PodView) -> None:
-        """The pod is gone from every source: remove its containers, sandboxes, volumes, cgroup and backoff."""
+    async def cleanup(self, view: PodView) -> bool:
+        """The pod is gone from every source: remove its containers, sandboxes, logs, volumes and pod directory,
+        its cgroup, backoff entries and status. False when something is still left (the worker retries); a
+        runtime error raises, and is retried the same way."""
         uid = view.uid
         state = await self.observe(uid)
         for c in state.containers:
@@ -318,16 +321,19 @@ class PodSyncer:
         for sb in state.sandboxes:
             await self._runtime.remove_pod_sandbox(sb.id)
         self.containers.logs.remove_pod_dir(view.namespace, view.name, uid)
-        teardown_pod_dir(self._root_dir, uid)
+        if not teardown_pod_dir(self._root_dir, uid):
+            log.warning("pod directory not removed yet", extra={"kv": {"pod": view.format_pod}})
+            return False
         cgroups = self.cgroups
         if cgroups is not None:
             try:
-                cgroups.remove_pod(uid)
-            except Exception as e:  # a busy cgroup is retried by the orphan sweep
+                cgroups.remove_pod(uid)  # a busy cgroup is retried in the background and by the orphan sweep
+            except Exception as e:
                 log.warning("pod cgroup removal failed", extra={"kv": {"uid": uid, "err": str(e)}})
         self._backoff.forget_prefix(pod_key_prefix(view.name, view.namespace, uid))
         self._images.forget_pod(uid)
         self._statuses.remove_pod(uid)
+        return True
 
 
 def kill_grace_period(view: PodView, k: KillContainer) -> int:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from cri.errors import RuntimeError_
 from minikubelet.base import podview
 from minikubelet.base.clock import Clock
+from minikubelet.base.grace import effective_grace_period
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.metrics import Metrics
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
@@ -62,9 +63,11 @@ class PodWorker:
     def kill(self, opts: KillPodOptions | None = None) -> None:
         """Terminate the pod (grace: the override, else the pod's own); a shorter grace given later wins."""
         opts = opts or KillPodOptions()
-        grace = self.view.grace_period if opts.grace_override is None else opts.grace_override
-        if self._grace is None or grace < self._grace:
-            self._grace = grace
+        spec = self.pod.get("spec") or {}
+        meta = self.pod.get("metadata") or {}
+        self._grace = effective_grace_period(spec.get("terminationGracePeriodSeconds"),
+                                             meta.get("deletionGracePeriodSeconds"), opts.grace_override,
+                                             previous=self._grace or 0)
         if self._kill is None or (opts.status_fn is not None and self._kill.status_fn is None):
             self._kill = opts
         if self._sync_task is not None and not self._sync_task.done():
@@ -125,8 +128,10 @@ class PodWorker:
             if not self._removed:
                 return False
         if self._removed:
-            await self._syncer.cleanup(self.view)
-            return True
+            if await self._syncer.cleanup(self.view):
+                return True
+            self.st.wake_no_later_than(self._clock.monotonic() + SYNC_ERROR_RETRY)
+            return False
         status_fn = self._kill.status_fn if self._kill is not None else None
         await self._syncer.sync_terminated_pod(self.view, self.st, status_fn)
         return False

@@ -35,7 +35,7 @@ UID_E = str(uuid.uuid4())
 
 def _force_cleanup(prefix: str) -> None:
     # Last-resort cleanup of our own subtree only: move stray tasks to the hierarchy root, rmdir.
-    for mount in sorted(set(discover_hierarchies().values())):
+    for mount in CgroupV1Driver().mount_points:
         top = mount / prefix.strip("/")
         if not top.exists():
             continue

@@ -1,6 +1,8 @@
+
 import pytest
 
 from minikubelet.base.podview import PodView
+from minikubelet.base.safepath import UnsafePathError
 from minikubelet.cm.pod_cgroups import CgroupSetupError, PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig
 
@@ -36,3 +38,10 @@ def test_active_pods_views_are_built_once_per_pod_version() -> None:
     active[:] = [a2]
     (view,) = pc._active_views()
     assert view is not first[0] and view.container("c").image == "new"
+
+
+def test_a_uid_no_host_path_can_hold_is_refused_even_without_cgroups() -> None:
+    pc = build_pod_cgroups(KubeletConfig(cgroups_per_qos=False), "cgroupfs", lambda: [])
+    for uid in ("..", "../../victim-dir", "a/b"):
+        with pytest.raises(UnsafePathError):
+            pc.ensure_pod(PodView.of({"metadata": {"uid": uid}, "spec": {"containers": [{"name": "a"}]}}))

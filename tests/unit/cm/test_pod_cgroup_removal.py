@@ -1,0 +1,125 @@
+"""PodCgroups removal: retried while busy, reported when left, orphans swept (v2 driver on a temp dir)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from cgroups.detect import hybrid_unified_mount
+from cgroups.manager import CgroupManager
+from cgroups.naming import pod_cgroup_name
+from cgroups.v2 import CgroupV2Driver
+from minikubelet.base.safepath import UnsafePathError
+from minikubelet.cm.pod_cgroups import PodCgroups
+from tests.unit.cgroups.fixtures import ctr, pod
+
+UID_A = "aaaaaaaa-0000-0000-0000-000000000001"
+UID_B = "bbbbbbbb-0000-0000-0000-000000000002"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    r = tmp_path / "cgroup"
+    r.mkdir()
+    (r / "cgroup.controllers").write_text("cpu memory pids\n")
+    return r
+
+
+@pytest.fixture
+def pcg(root: Path, tmp_path: Path) -> PodCgroups:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text("22 1 0:21 / /proc rw - proc proc rw\n")
+    manager = CgroupManager(CgroupV2Driver(root, "/r", mountinfo), "cgroupfs", {"cpu": "2", "memory": "4Gi"}, {}, {},
+                            [], cgroup_root="/r")
+    manager.ensure_hierarchy()
+    return PodCgroups(manager, 4 * 2**30, -1000, lambda: [])
+
+
+def pod_dir(root: Path, uid: str) -> Path:
+    return root / "r" / "kubepods" / "besteffort" / f"pod{uid}"
+
+
+def test_try_remove_reports_busy_then_done(pcg: PodCgroups, root: Path) -> None:
+    pcg.ensure_pod(pod([ctr()], uid=UID_A))
+    (pod_dir(root, UID_A) / "cgroup.procs").write_text("4242\n")
+    assert pcg.try_remove_pod(UID_A) is False and pod_dir(root, UID_A).is_dir()
+    (pod_dir(root, UID_A) / "cgroup.procs").write_text("")
+    assert pcg.try_remove_pod(UID_A) is True and not pod_dir(root, UID_A).exists()
+    assert pcg.try_remove_pod(UID_A) is True  # nothing left is success, again
+
+
+async def test_remove_eventually_waits_for_the_processes_to_leave(pcg: PodCgroups, root: Path) -> None:
+    pcg.ensure_pod(pod([ctr()], uid=UID_A))
+    procs = pod_dir(root, UID_A) / "cgroup.procs"
+    procs.write_text("4242\n")
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+        if len(slept) == 3:
+            procs.write_text("")
+
+    assert await pcg.remove_pod_eventually(UID_A, sleep=sleep) is True
+    assert slept == [0.05, 0.1, 0.2] and not pod_dir(root, UID_A).exists()
+
+
+async def test_remove_eventually_gives_up_after_its_timeout(pcg: PodCgroups, root: Path) -> None:
+    pcg.ensure_pod(pod([ctr()], uid=UID_A))
+    (pod_dir(root, UID_A) / "cgroup.procs").write_text("4242\n")
+    slept: list[float] = []
+
+    async def sleep(s: float) -> None:
+        slept.append(s)
+
+    assert await pcg.remove_pod_eventually(UID_A, timeout=2.0, sleep=sleep) is False
+    assert sum(slept[:-1]) < 2.0 <= sum(slept) and max(slept) <= 1.0
+    assert pod_dir(root, UID_A).is_dir()
+
+
+def test_orphan_sweep_removes_unknown_empty_pods_only(pcg: PodCgroups, root: Path) -> None:
+    pcg.ensure_pod(pod([ctr()], uid=UID_A))
+    pcg.ensure_pod(pod([ctr()], uid=UID_B))
+    (pod_dir(root, UID_B) / "cgroup.procs").write_text("4242\n")
+    assert pcg.cleanup_orphans([]) == [UID_B]
+    assert not pod_dir(root, UID_A).exists() and pod_dir(root, UID_B).is_dir()
+    assert pcg.cleanup_orphans([UID_B]) == [] and pod_dir(root, UID_B).is_dir()
+
+
+def test_a_uid_that_is_not_one_path_component_gets_no_cgroup(pcg: PodCgroups, root: Path) -> None:
+    for uid in ("../../x", "a/b", ""):
+        with pytest.raises((UnsafePathError, ValueError)):
+            pod_cgroup_name(pod([ctr()], uid=uid))
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    for uid in ("../../x", "a/b"):
+        with pytest.raises(UnsafePathError):
+            pcg.ensure_pod(pod([ctr()], uid=uid))
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+
+
+def test_hybrid_unified_mount_is_found_next_to_the_v1_mounts(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+        "32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+        "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n")
+    assert hybrid_unified_mount(Path("/sys/fs/cgroup"), mountinfo) == Path("/sys/fs/cgroup/unified")
+    mountinfo.write_text("31 23 0:28 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n")
+    assert hybrid_unified_mount(Path("/sys/fs/cgroup"), mountinfo) is None
+
+
+async def test_remove_pod_keeps_retrying_in_the_background_while_busy(pcg: PodCgroups, root: Path) -> None:
+
+    pcg.ensure_pod(pod([ctr()], uid=UID_A))
+    procs = pod_dir(root, UID_A) / "cgroup.procs"
+    procs.write_text("4242\n")
+    pcg.remove_pod(UID_A)
+    await asyncio.sleep(0.1)
+    assert pod_dir(root, UID_A).is_dir()
+    procs.write_text("")
+    for _ in range(50):
+        if not pod_dir(root, UID_A).exists():
+            break
+        await asyncio.sleep(0.05)
+    assert not pod_dir(root, UID_A).exists()
