@@ -71,7 +71,7 @@ class ApiServer:
         if self._runner is not None:
             return
         app = web.Application(client_max_size=16 * 1024 * 1024)
-        app.router.add_route("*", "/{tail:.*}", self.handler)
+        app.router.add_route("*", "/{tail:.*}", self.handler.handle)
         # handler_cancellation: a client that goes away ends its watch at once.
         runner = web.AppRunner(app, handle_signals=False, access_log=None, handler_cancellation=True,
                                shutdown_timeout=1.0)

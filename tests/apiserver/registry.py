@@ -12,7 +12,7 @@ from typing import Any
 from tests.apiserver import admission, errors, openapi, pods
 from tests.apiserver.auth import User
 from tests.apiserver.patch import PatchError, json_merge, strategic_merge
-from tests.apiserver.resources import Resource, resource
+from tests.apiserver.resources import ZERO, Resource, resource
 from tests.apiserver.store import Store, TooOld, now_rfc3339
 
 Json = dict[str, Any]
@@ -160,6 +160,8 @@ class Registry:
             taints = spec.setdefault("taints", [])
             if not any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
                 taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+            # Go prints these structs even when empty; clients see them in every response.
+            obj["status"] = json_merge(copy.deepcopy(ZERO["Node"]["status"]), obj.get("status") or {})
         elif res.plural == "leases":
             if node is not None and (reason := admission.lease(node, obj["metadata"]["namespace"], name)):
                 raise errors.forbidden(res, name, reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -54,3 +55,21 @@ BY_PLURAL: dict[str, Resource] = {r.plural: r for r in _ALL}
 
 def resource(plural: str) -> Resource:
     return BY_PLURAL[plural]
+
+
+# Go's zero value of each kind, as a BOOKMARK object serialises it besides metadata.resourceVersion.
+ZERO: dict[str, dict[str, Any]] = {
+    "Pod": {"spec": {"containers": None}, "status": {}},
+    "Node": {"spec": {}, "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}}, "nodeInfo": {
+        "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "",
+        "containerRuntimeVersion": "", "kubeletVersion": "", "kubeProxyVersion": "", "operatingSystem": "",
+        "architecture": ""}}},
+    "Lease": {"spec": {}},
+    "Service": {"spec": {}, "status": {"loadBalancer": {}}},
+    "CertificateSigningRequest": {"spec": {"request": None, "signerName": ""}, "status": {}},
+    "Namespace": {"spec": {}, "status": {}},
+    "Event": {"involvedObject": {}, "source": {}, "firstTimestamp": None, "lastTimestamp": None, "eventTime": None,
+              "reportingComponent": "", "reportingInstance": ""},
+}
+
+

@@ -123,7 +123,7 @@ class Handler:
         self.api = api
         self.requests: list[tuple[str, str, str]] = []  # (user, method, path_qs): what tests can assert on
 
-    async def __call__(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
             if self.api.faults.delay:
                 await asyncio.sleep(self.api.faults.delay)

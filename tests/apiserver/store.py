@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.apiserver import gozero
+
 Json = dict[str, Any]
 Predicate = Callable[[Json], bool]
 
@@ -123,6 +125,8 @@ class Store:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         md = obj["metadata"] = _ordered_metadata(obj["metadata"])
+        if isinstance(obj.get("status"), dict):
+            {"pods": gozero.pod_status, "nodes": gozero.node_status}.get(resource, lambda _s: None)(obj["status"])
         stored = copy.deepcopy(obj)
         self._objects.setdefault(resource, {})[(md.get("namespace", ""), md["name"])] = stored
         self._record(Change(self.rv, kind, resource, stored, old))

@@ -14,26 +14,10 @@ from typing import Any
 from aiohttp import web
 
 from tests.apiserver import errors
-from tests.apiserver.resources import Resource
+from tests.apiserver.resources import ZERO, Resource
 from tests.apiserver.store import Store, TooOld
 
 Json = dict[str, Any]
-
-# Go's zero value of each kind, as a BOOKMARK object serialises it besides metadata.resourceVersion.
-_ZERO: dict[str, Json] = {
-    "Pod": {"spec": {"containers": None}, "status": {}},
-    "Node": {"spec": {}, "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}}, "nodeInfo": {
-        "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "",
-        "containerRuntimeVersion": "", "kubeletVersion": "", "kubeProxyVersion": "", "operatingSystem": "",
-        "architecture": ""}}},
-    "Lease": {"spec": {}},
-    "Service": {"spec": {}, "status": {"loadBalancer": {}}},
-    "CertificateSigningRequest": {"spec": {"request": None, "signerName": ""}, "status": {}},
-    "Namespace": {"spec": {}, "status": {}},
-    "Event": {"involvedObject": {}, "source": {}, "firstTimestamp": None, "lastTimestamp": None, "eventTime": None,
-              "reportingComponent": "", "reportingInstance": ""},
-}
-
 
 def dumps(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
@@ -44,7 +28,7 @@ def bookmark(res: Resource, rv: int, initial_end: bool = False) -> Json:
     if initial_end:
         md["annotations"] = {"k8s.io/initial-events-end": "true"}
     return {"type": "BOOKMARK", "object": {"kind": res.kind, "apiVersion": res.api_version, "metadata": md,
-                                            **_ZERO.get(res.kind, {})}}
+                                            **ZERO.get(res.kind, {})}}
 
 
 @dataclass

@@ -37,7 +37,7 @@ def substitute(value: Any, mapping: dict[str, str]) -> Any:
 def shape(value: Any) -> Any:
     """A body without its run-specific values; null members dropped (Go prints zero values we do not)."""
     if isinstance(value, dict):
-        return {k: ("<run-specific>" if k in RUN_SPECIFIC else shape(v)) for k, v in value.items() if v is not None}
+        return {k: shape(v) for k, v in value.items() if v is not None and k not in RUN_SPECIFIC}
     if isinstance(value, list):
         return [shape(v) for v in value]
     if isinstance(value, str) and _RANDOM_VOLUME.match(value):
