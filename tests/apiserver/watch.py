@@ -106,7 +106,11 @@ class WatchStreams:
                     queue: asyncio.Queue[tuple[str, Json] | None], p: WatchParams) -> None:
         deadline = time.monotonic() + p.timeout
         # Bookmarks come ~2 s before the timeout and then at the interval (watch-pods-node.raw).
-        next_bookmark = min(deadline - 2, time.monotonic() + self.bookmark_interval) if p.bookmarks else None
+        next_bookmark = None
+        if p.bookmarks:
+            before_end = deadline - 2
+            next_bookmark = min(before_end if before_end > time.monotonic() else deadline + 1,
+                                time.monotonic() + self.bookmark_interval)
         while True:
             now = time.monotonic()
             if now >= deadline:
