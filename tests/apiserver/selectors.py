@@ -21,6 +21,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
                "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
                "reason", "reportingComponent", "source", "type"),
     "secrets": ("type",),
+    "services": ("spec.clusterIP", "spec.type"),
     "certificatesigningrequests": ("spec.signerName",),
 }
 _REQUIREMENT = re.compile(r"^\s*([^!=\s]+)\s*(==|=|!=)\s*(.*?)\s*$")
