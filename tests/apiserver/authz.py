@@ -120,7 +120,7 @@ class Authorizer:
             if a.fields.get("spec.nodeName") == node:
                 return True, True, ""
             return True, False, "can only list/watch pods with spec.nodeName field selector"
-        if a.group == "" and a.resource in ("secrets", "configmaps", "persistentvolumeclaims"):
+        if a.group == "" and a.resource in ("secrets", "configmaps", "persistentvolumeclaims", "persistentvolumes"):
             if a.verb not in _READ:
                 return True, False, "can only read resources of this type"
             if a.subresource:
@@ -135,14 +135,23 @@ class Authorizer:
     def _graph(self, node: str, a: Attributes) -> tuple[bool, bool, str]:
         if not a.name:
             return True, False, "No Object name found"
-        for pod in self.store.list_objects("pods", a.namespace):
+        for pod in self.store.list_objects("pods", a.namespace or None):
             if (pod.get("spec") or {}).get("nodeName") != node:
                 continue
             if a.resource == "pods" and pod["metadata"]["name"] == a.name:
                 return True, True, ""
-            if a.resource != "pods" and a.name in pod_references(pod).get(a.resource, set()):
+            refs = pod_references(pod)
+            if a.resource != "pods" and a.name in refs.get(a.resource, set()):
+                return True, True, ""
+            if a.resource == "persistentvolumes" and a.name in self._volumes_of(pod, refs):
                 return True, True, ""
         return True, False, f"no relationship found between node '{node}' and this object"
+
+    def _volumes_of(self, pod: Json, refs: dict[str, set[str]]) -> set[str]:
+        """The PersistentVolumes bound to the pod's claims (the graph's pvc -> pv edges)."""
+        ns = pod["metadata"].get("namespace", "")
+        claims = (self.store.get("persistentvolumeclaims", ns, c) for c in refs["persistentvolumeclaims"])
+        return {str((c.get("spec") or {}).get("volumeName")) for c in claims if c is not None}
 
     def _rbac(self, a: Attributes) -> bool:
         groups = set(a.user.groups)

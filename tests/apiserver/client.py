@@ -11,6 +11,8 @@ from typing import Any
 
 import aiohttp
 
+from tests.apiserver.resources import BY_PLURAL
+
 Json = dict[str, Any]
 
 
@@ -48,9 +50,7 @@ def _path(api_version: str, plural: str, namespace: str = "", name: str = "", su
     return "/".join(parts)
 
 
-_PLURALS = {"Pod": "pods", "Node": "nodes", "ConfigMap": "configmaps", "Secret": "secrets", "Service": "services",
-            "Event": "events", "Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "Lease": "leases",
-            "CertificateSigningRequest": "certificatesigningrequests"}
+_BY_KIND = {r.kind: r for r in BY_PLURAL.values()}
 
 
 class Client:
@@ -100,10 +100,9 @@ class Client:
 
     # kubectl-like helpers ------------------------------------------------------------------------
     async def create(self, obj: Json) -> Json:
-        plural = _PLURALS[obj["kind"]]
-        ns = obj.get("metadata", {}).get("namespace", "default") if plural not in ("nodes", "namespaces",
-                                                                                       "certificatesigningrequests") else ""
-        return await self._ok("POST", _path(obj.get("apiVersion", "v1"), plural, ns), obj)
+        res = _BY_KIND[obj["kind"]]
+        ns = obj.get("metadata", {}).get("namespace", "default") if res.namespaced else ""
+        return await self._ok("POST", _path(obj.get("apiVersion", "v1"), res.plural, ns), obj)
 
     async def get(self, plural: str, name: str, namespace: str = "", api_version: str = "v1") -> Json:
         return await self._ok("GET", _path(api_version, plural, namespace, name))
@@ -126,3 +125,9 @@ class Client:
     async def evict(self, name: str, namespace: str = "default") -> Json:
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         return await self._ok("POST", _path("v1", "pods", namespace, name, "eviction"), body)
+
+    async def bind(self, name: str, node: str, namespace: str = "default") -> Json:
+        """The scheduler's pods/binding."""
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name, "namespace": namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        return await self._ok("POST", _path("v1", "pods", namespace, name, "binding"), body)

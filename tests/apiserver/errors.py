@@ -88,7 +88,8 @@ def invalid(res: Resource, name: str, causes: list[Json]) -> ApiError:
     joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     details = _details(res, name, kind=res.kind)
     details["causes"] = causes
-    return ApiError(status(422, "Invalid", f'{res.kind} "{name}" is invalid: {joined}', details))
+    kind = f"{res.kind}.{res.group}" if res.group else res.kind
+    return ApiError(status(422, "Invalid", f'{kind} "{name}" is invalid: {joined}', details))
 
 
 def bad_request(message: str) -> ApiError:

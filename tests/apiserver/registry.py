@@ -17,7 +17,8 @@ from tests.apiserver.store import Store, TooOld, now_rfc3339
 
 Json = dict[str, Any]
 _STATUS_RESET_ON_MAIN = {"pods", "nodes", "services", "namespaces", "certificatesigningrequests"}
-_RETURNS_OBJECT_ON_DELETE = {"pods"}
+# Their strategies' AllowUnconditionalUpdate() is false: a PUT must carry a resourceVersion.
+_NO_UNCONDITIONAL_UPDATE = {"leases", "certificatesigningrequests"}
 _SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
 
@@ -188,6 +189,10 @@ class Registry:
         if md.get("name") and md["name"] != name:
             raise errors.bad_request(f"the name of the object ({md['name']}) does not match the name on the URL ({name})")
         old = self.get(res, ns, name)
+        if not md.get("resourceVersion") and res.plural in _NO_UNCONDITIONAL_UPDATE:
+            cause = {"reason": "FieldValueInvalid", "field": "metadata.resourceVersion",
+                     "message": "Invalid value: 0x0: must be specified for an update"}
+            raise errors.invalid(res, name, [cause])
         return WriteResult(self._update(user, res, old, new, sub, rv=md.get("resourceVersion", "")), warnings)
 
     def patch(self, user: User, res: Resource, ns: str, name: str, body: Any, content_type: str, sub: str,
@@ -342,4 +347,25 @@ class Registry:
             status["conditions"] = conditions
             pod = self.store.update("pods", pod)
         self._delete_pod(res, pod, options)
+        return errors.success(201)
+
+    def bind(self, ns: str, name: str, body: Json) -> Json:
+        """pods/binding, as the scheduler uses it: spec.nodeName and the PodScheduled condition."""
+        res = resource("pods")
+        pod = self.get(res, ns, name)
+        target = ((body or {}).get("target") or {}).get("name", "")
+        if not target:
+            cause = {"reason": "FieldValueRequired", "message": "Required value", "field": "target.name"}
+            raise errors.invalid(res, name, [cause])
+        current = (pod.get("spec") or {}).get("nodeName")
+        if current:
+            msg = f'Operation cannot be fulfilled on pods/binding "{name}": pod {name} is already assigned to node "{current}"'
+            raise errors.ApiError(errors.status(409, "Conflict", msg, {"name": name, "kind": "pods/binding"}))
+        pod["spec"]["nodeName"] = target
+        status = pod.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                           "lastTransitionTime": now_rfc3339()})
+        status["conditions"] = conditions
+        self.store.update("pods", pod)
         return errors.success(201)

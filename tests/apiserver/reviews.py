@@ -23,6 +23,8 @@ def subresource_create(api: ApiServer, user: User, res: Resource, ns: str, name:
         return api.registry.evict(user, ns, name, body), 201
     if res.plural == "serviceaccounts" and sub == "token":
         return token_request(api, user, ns, name, body), 201
+    if res.plural == "pods" and sub == "binding":
+        return api.registry.bind(ns, name, body), 201
     raise errors.method_not_allowed()
 
 

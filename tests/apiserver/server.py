@@ -70,8 +70,10 @@ class Faults:
                 rule.hits += 1
                 if rule.status == 429:
                     return errors.too_many_requests(rule.retry_after)
-                return errors.internal("injected by the test harness") if rule.status == 500 else errors.ApiError(
-                    errors.status(rule.status, "InternalError", "injected by the test harness"))
+                if rule.status == 500:
+                    return errors.internal("injected by the test harness")
+                reason = {503: "ServiceUnavailable", 504: "Timeout"}.get(rule.status, "InternalError")
+                return errors.ApiError(errors.status(rule.status, reason, "injected by the test harness"))
         return None
 
 

@@ -153,3 +153,13 @@ async def test_kubelet_registration_requests(api: ApiServer) -> None:
     for condition in expected["conditions"]:
         condition["lastHeartbeatTime"] = "2026-11-22T06:26:19Z"
     assert shape(reply.body["status"]) == shape(expected)
+
+
+async def test_lease_put_without_resource_version_is_invalid(api: ApiServer) -> None:
+    client, _ = await _register(api)
+    body = load("lease-create.json")["request"]["body"]
+    assert (await client.request("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", body)).status == 201
+    reply = await client.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/fx-node-1", body)
+    assert reply.status == 422
+    assert reply.body["message"] == ('Lease.coordination.k8s.io "fx-node-1" is invalid: metadata.resourceVersion: '
+                                     "Invalid value: 0x0: must be specified for an update")
