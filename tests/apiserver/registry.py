@@ -169,6 +169,8 @@ class Registry:
         elif res.plural == "secrets":
             obj.setdefault("type", "Opaque")
         elif res.plural == "certificatesigningrequests":
+            if node is not None and (reason := admission.csr(node, obj)):
+                raise errors.forbidden(res, name, reason)
             spec = obj.setdefault("spec", {})
             spec["username"] = user.name
             if user.uid:

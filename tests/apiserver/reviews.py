@@ -43,9 +43,7 @@ def token_request(api: ApiServer, user: User, ns: str, name: str, body: Json) ->
         if ref.get("kind") == "Pod":
             pod = api.store.get("pods", ns, ref.get("name", ""))
     if node_name is not None:
-        if ref is None:
-            raise errors.forbidden(sa_res, name, "node requested token not bound to a pod")
-        if (reason := admission.token_request(node_name, body, pod, ref)) is not None:
+        if (reason := admission.token_request(node_name, body, pod, ref or {})) is not None:
             raise errors.forbidden(sa_res, name, reason)
     if ref is not None and ref.get("kind") == "Pod":
         if pod is None:
