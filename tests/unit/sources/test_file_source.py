@@ -18,6 +18,7 @@ from minikubelet.metrics import Metrics
 from minikubelet.sources import file as file_source
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import InProcessParser
+from minikubelet.sources.static_pod import StaticPod
 
 from .test_manifest_reader import _make_entries
 
@@ -31,7 +32,7 @@ class CountingParser(InProcessParser):
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    async def parse(self, data: bytes, filename: str, node: str, seen: float | None) -> dict[str, Any]:
+    async def parse(self, data: bytes, filename: str, node: str, seen: float | None) -> StaticPod:
         self.calls.append(os.path.basename(filename))
         return await super().parse(data, filename, node, seen)
 

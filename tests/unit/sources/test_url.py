@@ -74,7 +74,7 @@ class Server:
         try:
             return await self.handler(request)
         finally:
-            self._in_flight.discard(task)  # type: ignore[arg-type]
+            self._in_flight.discard(task)
 
     async def start(self, ssl_context: ssl.SSLContext | None = None) -> None:
         app = web.Application()
