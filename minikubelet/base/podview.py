@@ -387,8 +387,8 @@ def container_hash(c: Mapping[str, Any]) -> str:
     return hashlib.sha256(body.encode()).hexdigest()[:16]
 
 
-# ---- kept for callers being migrated to PodView (workers, pod manager, volumes, sources, events):
-# the module-level functions below read the dict directly; new code takes a PodView instead.
+# ---- dict accessors for the layers that carry the raw pod JSON before a view exists (sources, the merge,
+# admission, the status manager, events): identity and container lookups only. Logic reads a PodView.
 
 
 def meta(pod: Pod) -> dict[str, Any]:
@@ -436,31 +436,20 @@ def app_containers(pod: Pod) -> list[Container]:
     return _containers(pod, "containers")
 
 
-def is_sidecar(c: Container) -> bool:
-    """Only meaningful for init containers: a restartable init container."""
-    return c.get("restartPolicy") == "Always"
 
 
-def sidecars(pod: Pod) -> list[Container]:
-    return [c for c in init_containers(pod) if is_sidecar(c)]
 
 
-def regular_inits(pod: Pod) -> list[Container]:
-    return [c for c in init_containers(pod) if not is_sidecar(c)]
 
 
-def restart_policy(pod: Pod) -> str:
-    return str(spec(pod).get("restartPolicy") or "Always")
 
 
-def should_restart_on_failure(pod: Pod) -> bool:
-    return restart_policy(pod) != "Never"
 
 
 def container_kind(pod: Pod, container_name: str) -> ContainerKind | None:
     for c in init_containers(pod):
         if c.get("name") == container_name:
-            return "sidecar" if is_sidecar(c) else "init"
+            return "sidecar" if c.get("restartPolicy") == "Always" else "init"
     for c in app_containers(pod):
         if c.get("name") == container_name:
             return "regular"
@@ -474,20 +463,4 @@ def find_container(pod: Pod, container_name: str) -> Container | None:
     return None
 
 
-def grace_period(pod: Pod) -> int:
-    """Grace for a pod-level stop: the deletion's grace if one was given, else the spec's."""
-    return _grace_period(meta(pod), spec(pod))
 
-
-def is_static(pod: Pod) -> bool:
-    ann = meta(pod).get("annotations")
-    return isinstance(ann, dict) and ann.get("kubernetes.io/config.source") in ("file", "http")
-
-
-def host_network(pod: Pod) -> bool:
-    return spec(pod).get("hostNetwork") is True
-
-
-def probe(c: Container, kind: str) -> dict[str, Any] | None:
-    p = c.get(f"{kind}Probe")
-    return p if isinstance(p, dict) else None
