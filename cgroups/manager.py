@@ -125,6 +125,12 @@ class CgroupManager:
         """The --cgroup-parent to give Docker for this pod's sandbox and containers."""
         return docker_cgroup_parent(self.pod_cgroup_name(pod), self.naming)
 
+    def container_cgroup(self, pod: PodView, container_id: str) -> str:
+        """Where the runtime puts a container of this pod: Docker's cgroupfs driver names it after its id,
+        the systemd driver `docker-<id>.scope` in the pod's slice."""
+        leaf = f"docker-{container_id}.scope" if self.naming == "systemd" else container_id
+        return f"{self.literal(self.pod_cgroup_name(pod)).rstrip('/')}/{leaf}"
+
     # node allocatable -----------------------------------------------------------
     def node_allocatable(self) -> dict[str, Fraction]:
         """Allocatable as reported in node status: capacity − reserved − hard eviction thresholds."""

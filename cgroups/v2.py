@@ -93,6 +93,16 @@ class CgroupV2Driver:
         if config.pids_limit is not None:
             write_file(path / "pids.max", _max_or(config.pids_limit))
 
+    def set_oom_group(self, name: str) -> bool:
+        """memory.oom.group=1: the OOM killer takes the whole cgroup, not one process of it. False when the
+        cgroup or the file is not there (a kernel before 4.19, or the container is already gone)."""
+        check_within(name, self.prefix)
+        target = self.path(name) / "memory.oom.group"
+        if not target.exists():
+            return False
+        write_file(target, "1")
+        return True
+
     def exists(self, name: str) -> bool:
         return self.path(name).is_dir()
 

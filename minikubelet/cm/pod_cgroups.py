@@ -47,8 +47,9 @@ class PodCgroups:
 
     def __init__(self, manager: CgroupManager | None, memory_capacity: int, min_oom_score_adj: int,
                  active_pods: Callable[[], Iterable[Pod]], cpu_cfs_quota: bool = True,
-                 cpu_period_us: int = 100_000) -> None:
+                 cpu_period_us: int = 100_000, single_process_oom_kill: bool = False) -> None:
         self.manager = manager
+        self.single_process_oom_kill = single_process_oom_kill
         self.memory_capacity = memory_capacity
         self.min_oom_score_adj = min_oom_score_adj
         self._active_pods = active_pods
@@ -77,6 +78,18 @@ class PodCgroups:
             views[view.uid] = (p, view)
         self._views = views
         return [v for _, v in views.values()]
+
+    def container_started(self, pod: PodView, container_id: str) -> None:
+        """On cgroup v2, unless singleProcessOOMKill is set, an OOM kill takes the whole container
+        (upstream sets memory.oom.group through the CRI; Docker has no such option, so it is written here)."""
+        if self.manager is None or self.single_process_oom_kill:
+            return
+        driver = self.manager.driver
+        if isinstance(driver, CgroupV2Driver):
+            try:
+                driver.set_oom_group(self.manager.container_cgroup(pod, container_id))
+            except OSError as e:
+                log.warning("memory.oom.group not set", extra={"kv": {"container": container_id, "err": str(e)}})
 
     def cgroup_parent(self, pod: PodView) -> str:
         return self.manager.cgroup_parent(pod) if self.manager is not None else ""
@@ -190,7 +203,7 @@ def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_p
         log.info("cgroup hierarchy ready", extra={"kv": {"version": version, "driver": naming,
                                                          "root": config.cgroup_root}})
     return PodCgroups(manager, memory, min_oom, active_pods, config.cpu_cfs_quota,
-                      int(config.cpu_cfs_quota_period * 1_000_000))
+                      int(config.cpu_cfs_quota_period * 1_000_000), config.single_process_oom_kill)
 
 
 def _add(a: object, b: object) -> str:

@@ -68,6 +68,7 @@ class KubeletConfig:
     cpu_cfs_quota: bool = True
     cpu_cfs_quota_period: float = 0.1
     serialize_image_pulls: bool = True
+    single_process_oom_kill: bool = False
     runtime_request_timeout: float = 120.0
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     kubeconfig: str = ""
@@ -508,6 +509,7 @@ _FIELDS = (
     _Field("cpu_cfs_quota", "cpuCFSQuota", None, _bool),
     _Field("cpu_cfs_quota_period", "cpuCFSQuotaPeriod", None, _cfs_period),
     _Field("serialize_image_pulls", "serializeImagePulls", None, _bool),
+    _Field("single_process_oom_kill", "singleProcessOOMKill", None, _bool),
     _Field("runtime_request_timeout", "runtimeRequestTimeout", None, _positive_duration),
     _Field("feature_gates", "featureGates", None, _feature_gates),
     _Field("kubeconfig", None, "--kubeconfig", _optional_absolute_path, "Kubeconfig for the API server; without it the agent runs standalone."),

@@ -161,6 +161,8 @@ class Containers:
         except (StartContainerError, NotFoundError) as e:
             return self._fail_start(view, c, st, "RunContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.STARTED, "Container started", name)
+        if self.cgroups is not None:
+            self.cgroups.container_started(view, cid)
         self.logs.link_legacy(cid, name, view.name, view.namespace, os.path.join(scfg.log_directory, cfg.log_path))
         self._metrics.started_containers.labels(c.kind).inc()
 

@@ -28,6 +28,9 @@ class CgroupSource(Protocol):
 
     def cgroup_parent(self, pod: PodView) -> str: ...
 
+    def container_started(self, pod: PodView, container_id: str) -> None:
+        """Settings the runtime cannot take at create time (memory.oom.group on cgroup v2)."""
+
     def container_resources(self, pod: PodView, container: ContainerView) -> LinuxResources | None: ...
 
     def sandbox_resources(self) -> LinuxResources | None: ...

@@ -123,3 +123,18 @@ async def test_remove_pod_keeps_retrying_in_the_background_while_busy(pcg: PodCg
             break
         await asyncio.sleep(0.05)
     assert not pod_dir(root, UID_A).exists()
+
+
+@pytest.mark.parametrize("single_process", [False, True])
+def test_container_oom_group_on_cgroup_v2(pcg: PodCgroups, root: Path, single_process: bool) -> None:
+    """Upstream sets memory.oom.group=1 on v2 unless singleProcessOOMKill: the OOM killer takes the container
+    whole. Docker creates the container's cgroup (named after its id, under the pod's) when it starts it."""
+    pcg.single_process_oom_kill = single_process
+    p = pod([ctr()], uid=UID_A)
+    pcg.ensure_pod(p)
+    leaf = pod_dir(root, UID_A) / "c0ffee"
+    leaf.mkdir()
+    (leaf / "memory.oom.group").write_text("0")
+    pcg.container_started(p, "c0ffee")
+    assert (leaf / "memory.oom.group").read_text() == ("0" if single_process else "1")
+    pcg.container_started(p, "gone")  # a container that already exited: nothing to do, no error
