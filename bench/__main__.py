@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|precision [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision [options]"""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ def main() -> None:
     s.add_argument("--pods", default="0,30,100")
     s.add_argument("--probes", default="none,exec,http")
     s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
+    s = sub.add_parser("churn", help="waves of pods created and removed: agent RSS growth and leftovers")
+    s.add_argument("--pods", type=int, default=800)
+    s.add_argument("--wave", type=int, default=20)
     s = sub.add_parser("precision", help="probe jitter, SIGKILL timing, restart delays")
     s.add_argument("--samples", type=int, default=60)
     s.add_argument("--grace", type=int, default=2)
@@ -31,6 +34,10 @@ def main() -> None:
         from bench import status_latency
 
         asyncio.run(status_latency.main(a.events))
+    elif a.name == "churn":
+        from bench import churn
+
+        asyncio.run(churn.main(a.pods, a.wave))
     elif a.name == "footprint":
         from bench import footprint
 
