@@ -104,6 +104,6 @@ async def test_a_hostile_explicit_uid_never_removes_anything_outside_the_pods_di
     await agent.wait_gone("plain", 60)
     await agent.wait_gone("hostile", 60)
     assert (victim / "data").read_text() == "keep" and marker.read_text() == "keep"
-    assert {p.name for p in agent.base.iterdir()} <= {"manifests", "root", "pod-logs", "config.yaml", "agent.log",
+    assert {p.name for p in agent.base.iterdir()} <= {"manifests", "root", "pod-logs", "container-logs", "config.yaml", "agent.log",
                                                       "victim-dir"}
     assert {"marker", "pods"} <= {p.name for p in agent.root.iterdir()}
