@@ -316,14 +316,19 @@ class RestClient:
             raise TransportError(f"watch {path}: {e or type(e).__name__}") from None
 
     async def _lines(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-        buffer = b""
+        buffer = bytearray()
         async for chunk in resp.content.iter_any():
             buffer += chunk
             while (nl := buffer.find(b"\n")) >= 0:
-                line, buffer = buffer[:nl], buffer[nl + 1:]
+                line = bytes(buffer[:nl])
+                del buffer[:nl + 1]
+                if len(line) > self.max_line:
+                    break
                 if line.strip():
                     yield line
-            if len(buffer) > self.max_line:
-                raise TransportError(f"watch line longer than {self.max_line} bytes")
+            else:
+                if len(buffer) <= self.max_line:
+                    continue
+            raise TransportError(f"watch line longer than {self.max_line} bytes")
         if buffer.strip():
-            yield buffer
+            yield bytes(buffer)

@@ -136,7 +136,7 @@ class CertificateStore:
         return pair
 
 
-def _csr_outcome(csr: dict[str, object]) -> bytes | None:
+def csr_outcome(csr: dict[str, object]) -> bytes | None:
     status = csr.get("status")
     status = status if isinstance(status, dict) else {}
     for c in status.get("conditions") or []:
@@ -170,7 +170,7 @@ async def request_certificate(client: RestClient, csr_pem: bytes, clock: Clock, 
             for csr in event.items if event.type == LIST else (event.object,):
                 if csr.get("metadata", {}).get("uid") != uid:
                     continue
-                if (cert := _csr_outcome(csr)) is not None:
+                if (cert := csr_outcome(csr)) is not None:
                     log.info("client certificate issued", extra={"kv": {"csr": name}})
                     return cert
     raise CertificateError(f"certificate signing request {name} ended without a certificate")
