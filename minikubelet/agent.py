@@ -6,24 +6,30 @@ import asyncio
 import logging
 import os
 import signal
+from fractions import Fraction
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from cgroups.allocatable import hard_eviction_reservation, parse_resource_list
 from cri.instrumented import InstrumentedRuntime
 from cri.runtime import Runtime
 from cri.timeouts import RequestTimeoutRuntime
-from minikubelet import __version__
+from minikubelet import KUBERNETES_VERSION, __version__
 from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
 from minikubelet.events import EventRecorder
+from minikubelet.kubeapi.rest import user_agent
 from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
+from minikubelet.node.join import JoinSettings, NodeJoin
 from minikubelet.node.labels import initial_node
+from minikubelet.node.machine import hugepages_capacity, machine_info
+from minikubelet.node.status import NodeStatusInputs, runtime_errors
 from minikubelet.pod.manager import PodManager
 from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
@@ -71,6 +77,7 @@ class Agent:
         runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
+        node_ip = node_ip or config.node_ip
         self.host_ip = host_ip(node_ip)
         self.metrics = Metrics()
         # Every component gets the instrumented runtime, so probe and hook execs are counted too.
@@ -131,7 +138,17 @@ class Agent:
                                     self.recorder.list, self.probe_registry,
                                     pods_version=lambda: self.statuses.version)
         self._runtime_error: str | None = None
+        self._runtime_ok: float | None = None  # monotonic time of the last answer of the runtime
         self._stop = asyncio.Event()
+        self.join = NodeJoin(JoinSettings(
+            node_name=self.node_name, root_dir=config.root_dir, kubeconfig=config.kubeconfig,
+            bootstrap_kubeconfig=config.bootstrap_kubeconfig, node_labels=config.node_labels,
+            register_with_taints=config.register_with_taints, qps=config.kube_api_qps, burst=config.kube_api_burst,
+            update_frequency=config.node_status_update_frequency,
+            report_frequency=config.node_status_report_frequency,
+            lease_duration=config.node_lease_duration_seconds, rotate_certificates=config.rotate_certificates,
+            agent=user_agent(__version__),
+        ), self.clock, self._node_status_inputs) if config.kubeconfig or config.bootstrap_kubeconfig else None
 
     def _probe_changed(self, uid: str) -> None:
         self.workers.wake(uid)
@@ -187,6 +204,33 @@ class Agent:
         self.metrics.running_pods.set(running)
         self.metrics.running_containers.labels("running").set(containers)
 
+    async def _node_status_inputs(self) -> NodeStatusInputs:
+        """What the node status setters need, read now (upstream: cAdvisor, the runtime, the PLEG)."""
+        cfg = self.config
+        runtime_type, runtime_version = "docker", ""
+        try:
+            version = await asyncio.wait_for(self.runtime.version(), timeout=5.0)
+            runtime_type, runtime_version = version.runtime_name, version.runtime_version
+            self._runtime_ok = self.clock.monotonic()
+        except Exception as e:
+            log.warning("container runtime version failed", extra={"kv": {"err": str(e) or type(e).__name__}})
+        try:
+            images = await asyncio.wait_for(self.runtime.list_images(), timeout=10.0)
+        except Exception:
+            images = []
+        capacity = {**node_capacity(cfg.root_dir, cfg.max_pods), **hugepages_capacity()}
+        reservation: dict[str, Fraction] = {}
+        for part in (parse_resource_list(cfg.kube_reserved), parse_resource_list(cfg.system_reserved),
+                     hard_eviction_reservation(cfg.eviction_hard, capacity)):
+            for k, v in part.items():
+                reservation[k] = reservation.get(k, Fraction(0)) + v
+        return NodeStatusInputs(
+            hostname=self.node_name, node_ip=self.host_ip, machine=machine_info(), capacity=capacity,
+            reservation=reservation, runtime_type=runtime_type, runtime_version=runtime_version,
+            kubelet_version=KUBERNETES_VERSION, images=images,
+            runtime_errors=runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None),
+        )
+
     async def health(self) -> list[tuple[str, str | None]]:
         checks: list[tuple[str, str | None]] = [("ping", None)]
         age = self.clock.monotonic() - self.pleg.last_relist
@@ -237,6 +281,9 @@ class Agent:
             await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_app())
         # First learn what already runs, then what is wanted, then stop what is no longer wanted.
         await self.pleg.relist()
+        if self.join is not None:
+            # TLS bootstrap and registration before the pods (bounded: see node/join.py).
+            await self.join.start()
         await self.static.sync()
         if self.url_source is not None:
             await self.url_source.sync()
@@ -254,6 +301,7 @@ class Agent:
                     tg.create_task(self._housekeeping(), name="housekeeping"),
                     tg.create_task(self.container_gc.run(), name="container-gc"),
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
+                    *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")
@@ -268,3 +316,5 @@ class Agent:
             except OSError:
                 pass
             await self.server.close()
+            if self.join is not None:
+                await self.join.close()

@@ -72,6 +72,13 @@ class KubeletConfig:
     runtime_request_timeout: float = 120.0
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     kubeconfig: str = ""
+    bootstrap_kubeconfig: str = ""
+    node_ip: str = ""
+    kube_api_qps: int = 50
+    kube_api_burst: int = 100
+    node_status_report_frequency: float = 300.0
+    node_lease_duration_seconds: int = 40
+    rotate_certificates: bool = False
     verbosity: int = 0
     node_labels: Mapping[str, str] = field(default_factory=dict)
     register_with_taints: tuple[Mapping[str, str], ...] = ()
@@ -169,6 +176,10 @@ def _ip(value: object) -> str:
     except ValueError:
         raise ValueError(f"must be an IP address, got {value!r}") from None
     return text
+
+
+def _optional_ip(value: object) -> str:
+    return "" if value == "" else _ip(value)
 
 
 def _static_pod_url(value: object) -> str:
@@ -513,6 +524,14 @@ _FIELDS = (
     _Field("runtime_request_timeout", "runtimeRequestTimeout", None, _positive_duration),
     _Field("feature_gates", "featureGates", None, _feature_gates),
     _Field("kubeconfig", None, "--kubeconfig", _optional_absolute_path, "Kubeconfig for the API server; without it the agent runs standalone."),
+    _Field("bootstrap_kubeconfig", None, "--bootstrap-kubeconfig", _optional_absolute_path,
+           "Kubeconfig with a bootstrap token: request a client certificate, write --kubeconfig (default <root-dir>/kubelet.conf)."),
+    _Field("node_ip", None, "--node-ip", _optional_ip, "IP address of the node (InternalIP); default: the default route's interface."),
+    _Field("kube_api_qps", "kubeAPIQPS", "--kube-api-qps", _int_between(0, _INT32_MAX), "Requests per second to the API server (0: unlimited).", int),
+    _Field("kube_api_burst", "kubeAPIBurst", "--kube-api-burst", _int_between(0, _INT32_MAX), "Burst of requests to the API server.", int),
+    _Field("node_status_report_frequency", "nodeStatusReportFrequency", None, _positive_duration),
+    _Field("node_lease_duration_seconds", "nodeLeaseDurationSeconds", None, _int_between(1, _INT32_MAX)),
+    _Field("rotate_certificates", "rotateCertificates", None, _bool),
     _Field("verbosity", None, "--v", _int_between(0, 10), "Log verbosity (0-10).", int),
     _Field("node_labels", None, "--node-labels", _node_labels, "Labels of the node, key=value pairs separated by ','."),
     _Field("register_with_taints", "registerWithTaints", "--register-with-taints", _taints,
@@ -618,7 +637,7 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
 
 # Settings accepted and validated but not acted on yet (docs/configuration.md): start-up warns once for
 # each one that is not at its default, so a setting never silently does nothing.
-_NOT_IMPLEMENTED = ("node_status_update_frequency", "kubeconfig")
+_NOT_IMPLEMENTED: tuple[str, ...] = ()
 # The feature gates the agent reads; every other gate is accepted and has no effect.
 HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators"})
 

@@ -1,0 +1,1 @@
+"""minikubelet.kubeapi: the API server client (kubeconfig, REST, watch, strategic merge patches)."""

@@ -1,0 +1,334 @@
+"""A thin JSON client for the API server on aiohttp (client-go's rest.Client, for what a kubelet sends).
+
+Objects stay JSON dicts, so fields this agent does not know survive a read-modify-write. Every answer
+is bounded: the body size (`max_body`), a watch line (`max_line`), and the time of each request.
+Requests pass a token bucket first (client-go's flowcontrol: `kubeAPIQPS`/`kubeAPIBurst`); 429 and
+5xx answers are retried with backoff, honouring Retry-After (capped, so a server cannot park us).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import platform
+import random
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import aiohttp
+
+from minikubelet.base.clock import Clock
+from minikubelet.kubeapi.kubeconfig import ClientConfig, ExecPlugin, KubeconfigError, ssl_context
+
+log = logging.getLogger("minikubelet.kubeapi")
+Json = dict[str, Any]
+
+DEFAULT_MAX_BODY = 32 << 20
+DEFAULT_MAX_LINE = 16 << 20
+MAX_RETRY_AFTER = 30.0
+MAX_TOKEN_FILE = 64 << 10
+_RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class ApiError(Exception):
+    """A non-2xx answer; `status` is the Status body when the server sent one (metav1.Status)."""
+
+    def __init__(self, code: int, status: Json | None = None, retry_after: float | None = None) -> None:
+        self.code = code
+        self.status = status or {}
+        self.retry_after = retry_after
+        super().__init__(f"{code} {self.reason}: {self.message}")
+
+    @property
+    def reason(self) -> str:
+        return str(self.status.get("reason") or "")
+
+    @property
+    def message(self) -> str:
+        return str(self.status.get("message") or "")
+
+    @property
+    def not_found(self) -> bool:
+        return self.code == 404
+
+    @property
+    def already_exists(self) -> bool:
+        return self.code == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def conflict(self) -> bool:
+        return self.code == 409 and self.reason != "AlreadyExists"
+
+    @property
+    def forbidden(self) -> bool:
+        return self.code == 403
+
+    @property
+    def gone(self) -> bool:
+        return self.code == 410
+
+
+class TransportError(Exception):
+    """No usable answer: connection refused or cut, a timeout, an answer larger than allowed, not JSON."""
+
+
+class TokenBucket:
+    """client-go's token bucket rate limiter: `burst` tokens, refilled at `qps` per second; starts full."""
+
+    def __init__(self, qps: float, burst: int, clock: Clock) -> None:
+        self.qps = qps
+        self.burst = max(1, burst)
+        self.clock = clock
+        self._tokens = float(self.burst)
+        self._last = clock.monotonic()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self.clock.monotonic()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+
+    async def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        async with self._lock:
+            self._refill()
+            while self._tokens < 1.0:
+                await self.clock.sleep((1.0 - self._tokens) / self.qps)
+                self._refill()
+            self._tokens -= 1.0
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 5
+    base: float = 0.5
+    cap: float = 10.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return float(min(max(retry_after, 0.0), MAX_RETRY_AFTER))
+        return min(self.cap, self.base * 2.0**attempt) * (0.5 + random.random() / 2)
+
+
+def user_agent(version: str) -> str:
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    return f"minikubelet/{version} (linux/{arch})"
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return float(int(value))
+    except ValueError:
+        return None
+
+
+def _parse_status(raw: bytes) -> Json | None:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("kind") == "Status" else None
+
+
+class RestClient:
+    def __init__(self, config: ClientConfig, clock: Clock, *, qps: float = 50, burst: int = 100,
+                 agent: str = "minikubelet", timeout: float = 30.0, max_body: int = DEFAULT_MAX_BODY,
+                 max_line: int = DEFAULT_MAX_LINE, retry: RetryPolicy | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.limiter = TokenBucket(qps, burst, clock)
+        self.agent = agent
+        self.timeout = timeout
+        self.max_body = max_body
+        self.max_line = max_line
+        self.retry = retry or RetryPolicy()
+        self._exec = ExecPlugin(config.exec, clock) if config.exec is not None else None
+        self._session: aiohttp.ClientSession | None = None
+        self._session_cert = b""
+        self._token_cache: tuple[float, str] = (-1.0, "")
+
+    # ---------------------------------------------------------------- transport
+    async def _ssl(self) -> tuple[ssl.SSLContext | None, bytes]:
+        if not self.config.server.startswith("https://"):
+            return None, b""
+        if self._exec is not None and not self.config.has_client_certificate:
+            cred = await self._exec.credential()
+            if cred.cert_pem:
+                return ssl_context(self.config, cred.cert_pem, cred.key_pem), cred.cert_pem
+        return ssl_context(self.config), b""
+
+    async def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            ctx, cert = await self._ssl()
+            connector = aiohttp.TCPConnector(ssl=ctx if ctx is not None else False, limit=32)
+            self._session = aiohttp.ClientSession(connector=connector)
+            self._session_cert = cert
+        return self._session
+
+    async def reload(self) -> None:
+        """Forget the connections: the next request uses the client certificate on disk now (rotation)."""
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def close(self) -> None:
+        await self.reload()
+
+    def _bearer_token(self) -> str:
+        if self.config.token:
+            return self.config.token
+        if self.config.token_file:
+            try:
+                mtime = os.stat(self.config.token_file).st_mtime
+                if mtime != self._token_cache[0]:
+                    with open(self.config.token_file, "rb") as f:
+                        self._token_cache = (mtime, f.read(MAX_TOKEN_FILE).decode().strip())
+            except OSError as e:
+                raise TransportError(f"cannot read tokenFile {self.config.token_file}: {e}") from None
+            return self._token_cache[1]
+        return ""
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": self.agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self._bearer_token()
+        if not token and self._exec is not None and not self.config.has_client_certificate:
+            try:
+                token = (await self._exec.credential()).token
+            except (KubeconfigError, OSError) as e:
+                raise TransportError(str(e)) from None
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def url(self, path: str, query: Mapping[str, str] | None = None) -> str:
+        return self.config.server + path + (f"?{urlencode(query)}" if query else "")
+
+    async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes:
+        if resp.content_length is not None and resp.content_length > self.max_body:
+            raise TransportError(f"answer of {resp.content_length} bytes is larger than {self.max_body}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_chunked(64 << 10):
+            size += len(chunk)
+            if size > self.max_body:
+                raise TransportError(f"answer is larger than {self.max_body} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _once(self, method: str, url: str, data: bytes | None, content_type: str | None,
+                    timeout: float) -> tuple[int, bytes, float | None]:
+        session = await self._get_session()
+        headers = await self._headers(content_type if data is not None else None)
+        try:
+            async with session.request(method, url, data=data, headers=headers,
+                                       timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                raw = await self._read_bounded(resp)
+                return resp.status, raw, _retry_after(resp.headers.get("Retry-After"))
+        except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as e:
+            raise TransportError(f"{method} {url}: {e or type(e).__name__}") from None
+
+    async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
+                      body: object = None, content_type: str = "application/json",
+                      timeout: float | None = None) -> Json:
+        """One API call; the decoded answer, or ApiError / TransportError after the retries."""
+        url = self.url(path, query)
+        data = json.dumps(body).encode() if body is not None else None
+        attempt = 0
+        reauthenticated = False
+        while True:
+            await self.limiter.acquire()
+            try:
+                code, raw, retry_after = await self._once(method, url, data, content_type, timeout or self.timeout)
+            except TransportError:
+                # Only reads are repeated after a cut connection: a write may have happened.
+                if method != "GET" or attempt + 1 >= self.retry.attempts:
+                    raise
+                await self.clock.sleep(self.retry.delay(attempt, None))
+                attempt += 1
+                continue
+            if 200 <= code < 300:
+                try:
+                    doc = json.loads(raw) if raw else {}
+                except ValueError:
+                    raise TransportError(f"{method} {path}: answer is not JSON") from None
+                if not isinstance(doc, dict):
+                    raise TransportError(f"{method} {path}: answer is not a JSON object")
+                return doc
+            if code == 401 and self._exec is not None and not reauthenticated:
+                self._exec.invalidate()
+                await self.reload()
+                reauthenticated = True
+                continue
+            error = ApiError(code, _parse_status(raw), retry_after)
+            if code not in _RETRY_STATUS or attempt + 1 >= self.retry.attempts:
+                raise error
+            delay = self.retry.delay(attempt, retry_after)
+            log.info("API server asked to retry", extra={"kv": {"method": method, "path": path, "code": code,
+                                                                  "delay": round(delay, 3)}})
+            await self.clock.sleep(delay)
+            attempt += 1
+
+    # ---------------------------------------------------------------- verbs
+    async def get(self, path: str, query: Mapping[str, str] | None = None, timeout: float | None = None) -> Json:
+        return await self.request("GET", path, query=query, timeout=timeout)
+
+    async def create(self, path: str, body: Json, timeout: float | None = None) -> Json:
+        return await self.request("POST", path, body=body, timeout=timeout)
+
+    async def update(self, path: str, body: Json, timeout: float | None = None) -> Json:
+        return await self.request("PUT", path, body=body, timeout=timeout)
+
+    async def patch(self, path: str, body: Json, *, strategic: bool = True, timeout: float | None = None) -> Json:
+        ctype = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
+        return await self.request("PATCH", path, body=body, content_type=ctype, timeout=timeout)
+
+    async def delete(self, path: str, body: Json | None = None, timeout: float | None = None) -> Json:
+        return await self.request("DELETE", path, body=body, timeout=timeout)
+
+    # ---------------------------------------------------------------- streams
+    @contextlib.asynccontextmanager
+    async def stream_lines(self, path: str, query: Mapping[str, str], idle_timeout: float) -> AsyncIterator[
+            AsyncIterator[bytes]]:
+        """A watch: the answer's lines (each at most `max_line` bytes), ended by the server or `idle_timeout`
+        without a byte. A non-200 answer raises ApiError, like a request."""
+        await self.limiter.acquire()
+        session = await self._get_session()
+        headers = await self._headers(None)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=idle_timeout)
+        try:
+            async with session.get(self.url(path, query), headers=headers, timeout=timeout) as resp:
+                if resp.status != 200:
+                    raw = await self._read_bounded(resp)
+                    raise ApiError(resp.status, _parse_status(raw), _retry_after(resp.headers.get("Retry-After")))
+                yield self._lines(resp)
+        except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as e:
+            raise TransportError(f"watch {path}: {e or type(e).__name__}") from None
+
+    async def _lines(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+        buffer = bytearray()
+        async for chunk in resp.content.iter_any():
+            buffer += chunk
+            while (nl := buffer.find(b"\n")) >= 0:
+                line = bytes(buffer[:nl])
+                del buffer[:nl + 1]
+                if len(line) > self.max_line:
+                    break
+                if line.strip():
+                    yield line
+            else:
+                if len(buffer) <= self.max_line:
+                    continue
+            raise TransportError(f"watch line longer than {self.max_line} bytes")
+        if buffer.strip():
+            yield bytes(buffer)

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import copy
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from minikubelet.base.clock import FakeClock
+from minikubelet.kubeapi.rest import RestClient
+from minikubelet.node.machine import MachineInfo
+from minikubelet.node.registration import CMAD_ANNOTATION, NodeRegistration, initial_node
+from minikubelet.node.status import NodeStatusInputs, set_node_status
+from minikubelet.node.status_updater import NodeStatusUpdater
+from tests.apiserver import ApiServer
+from tests.unit.kubeapi.helpers import client_for, drive
+
+Json = dict[str, Any]
+GI = 1 << 30
+
+
+def status_inputs(**kw: Any) -> NodeStatusInputs:
+    base: dict[str, Any] = dict(hostname="n1", node_ip="10.0.0.5", machine=MachineInfo("m", "m", "b", "6.1", "Debian"),
+                                capacity={"cpu": Fraction(2), "memory": Fraction(8 * GI),
+                                          "ephemeral-storage": Fraction(100 * GI), "pods": Fraction(110),
+                                          "hugepages-2Mi": Fraction(0)},
+                                reservation={}, runtime_version="20.10.24", kubelet_version="v1.36.2")
+    base.update(kw)
+    return NodeStatusInputs(**base)
+
+
+class World:
+    def __init__(self, api: ApiServer, tmp_path: Path, labels: dict[str, str] | None = None,
+                 taints: tuple[dict[str, str], ...] = ()) -> None:
+        self.clock = FakeClock()
+        self.client: RestClient = client_for(api, api.node_identity("n1"), tmp_path, self.clock)
+        self.inputs = status_inputs()
+        self.labels = labels or {}
+        self.taints = taints
+
+        async def current_inputs() -> NodeStatusInputs:
+            return self.inputs
+
+        async def build() -> Json:
+            node = initial_node("n1", self.labels, self.taints)
+            set_node_status(node, self.inputs, self.clock.now())
+            return node
+
+        self.registration = NodeRegistration(self.client, self.clock, "n1", build)
+        self.updater = NodeStatusUpdater(self.client, self.clock, self.registration, current_inputs,
+                                         update_frequency=10, report_frequency=300)
+
+
+async def test_registration_posts_the_full_node(api_server: ApiServer, tmp_path: Path) -> None:
+    w = World(api_server, tmp_path, {"node.kubernetes.io/pool": "a"}, ({"key": "k", "value": "", "effect": "NoSchedule"},))
+    try:
+        node = await drive(w.clock, w.registration.register())
+        assert node["metadata"]["labels"] == {
+            "beta.kubernetes.io/arch": node["metadata"]["labels"]["kubernetes.io/arch"],
+            "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": node["metadata"]["labels"]["kubernetes.io/arch"],
+            "kubernetes.io/hostname": "n1", "kubernetes.io/os": "linux", "node.kubernetes.io/pool": "a"}
+        assert node["metadata"]["annotations"] == {CMAD_ANNOTATION: "true"}
+        assert node["spec"]["taints"][0] == {"key": "k", "effect": "NoSchedule"}  # then the not-ready taint
+        assert [c["type"] for c in node["status"]["conditions"]] == ["MemoryPressure", "DiskPressure", "PIDPressure",
+                                                                     "Ready"]
+        assert node["status"]["capacity"]["memory"] == "8Gi"
+    finally:
+        await w.client.close()
+
+
+async def test_an_existing_node_is_adopted_on_409(api_server: ApiServer, tmp_path: Path) -> None:
+    admin = api_server.admin()
+    await admin.create({"apiVersion": "v1", "kind": "Node", "metadata": {
+        "name": "n1", "labels": {"kubernetes.io/hostname": "old", "team": "x"}},
+        "status": {"capacity": {"cpu": "2", "hugepages-1Gi": "0"}}})
+    w = World(api_server, tmp_path)
+    try:
+        node = await drive(w.clock, w.registration.register())
+        labels = node["metadata"]["labels"]
+        assert labels["kubernetes.io/hostname"] == "n1" and labels["team"] == "x" and labels["kubernetes.io/os"] == "linux"
+        assert node["metadata"]["annotations"][CMAD_ANNOTATION] == "true"
+        assert "hugepages-1Gi" not in node["status"]["capacity"] and node["status"]["capacity"]["hugepages-2Mi"] == "0"
+        calls = [(m, p.split("?")[0]) for u, m, p in api_server.handler.requests if u == "system:node:n1"]
+        assert calls == [("POST", "/api/v1/nodes"), ("GET", "/api/v1/nodes/n1"), ("PATCH", "/api/v1/nodes/n1/status")]
+    finally:
+        await w.client.close()
+
+
+async def test_status_patches_when_changed_or_every_report_period(api_server: ApiServer, tmp_path: Path) -> None:
+    w = World(api_server, tmp_path)
+
+    def node_calls() -> list[tuple[str, str]]:
+        return [(m, p.split("?")[0]) for u, m, p in api_server.handler.requests if u == "system:node:n1"]
+
+    try:
+        await drive(w.clock, w.updater.sync())
+        # as node-registration.json: POST, then an empty PATCH (nothing but the report is due)
+        assert node_calls() == [("POST", "/api/v1/nodes"), ("GET", "/api/v1/nodes/n1"),
+                                ("PATCH", "/api/v1/nodes/n1/status")]
+        assert w.updater.patches == 1
+        w.clock.advance(10)
+        await w.updater.sync()
+        assert w.updater.patches == 1  # heartbeat times only: not sent, the lease is the heartbeat
+        w.inputs = status_inputs(runtime_errors=("container runtime is down",))
+        w.clock.advance(10)
+        await w.updater.sync()
+        assert w.updater.patches == 2
+        ready = w.updater.node["status"]["conditions"][3]  # type: ignore[index]
+        assert (ready["status"], ready["message"]) == ("False", "container runtime is down")
+        w.inputs = status_inputs(runtime_errors=("container runtime is down",))
+        w.clock.advance(451)  # past 5 min + at most 50 % of it
+        await w.updater.sync()
+        assert w.updater.patches == 3
+    finally:
+        await w.client.close()
+
+
+async def test_a_deleted_node_is_registered_again(api_server: ApiServer, tmp_path: Path) -> None:
+    w = World(api_server, tmp_path)
+    try:
+        await drive(w.clock, w.updater.sync())
+        first_uid = w.updater.node["metadata"]["uid"]  # type: ignore[index]
+        await api_server.admin().delete("nodes", "n1")
+        await w.updater.sync()
+        assert not w.updater.registered
+        await drive(w.clock, w.updater.sync())
+        again = await api_server.admin().get("nodes", "n1")
+        assert again["metadata"]["uid"] != first_uid
+        assert w.updater.node is not None and w.updater.node["metadata"]["uid"] == again["metadata"]["uid"]
+    finally:
+        await w.client.close()
+
+
+def test_initial_node_keeps_the_caller_labels_apart() -> None:
+    labels = {"a": "b"}
+    node = initial_node("n1", labels, ())
+    node["metadata"]["labels"]["x"] = "y"
+    assert labels == {"a": "b"} and "taints" not in node["spec"] and copy.deepcopy(node) == node
