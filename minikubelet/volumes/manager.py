@@ -240,6 +240,10 @@ def _our_tmpfs_mounts(root_dir: str, uid: str, mounter: Mounter) -> list[str]:
     return found
 
 
+def _mounted_below(path: str, mounter: Mounter) -> bool:
+    return any(m.path == path or m.path.startswith(path + "/") for m in mounter.mount_points())
+
+
 def unmount_pod_volumes(root_dir: str, uid: str, mounter: Mounter | None = None) -> bool:
     """Unmount the pod's memory-backed volumes (upstream teardownTmpfsOrHugetlbfs); True when none is left."""
     mounter = mounter or host_mounter()
@@ -272,9 +276,12 @@ def teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None) ->
     except UnsafePathError as e:
         log.warning("no pod dir for an unsafe uid", extra={"kv": {"err": str(e)}})
         return True  # nothing was ever created for it: every creation refuses such a uid
+    mounter = mounter or host_mounter()
     if not unmount_pod_volumes(root_dir, uid, mounter):
         return False
     try:
+        if _mounted_below(os.path.join(os.path.realpath(root_dir), PODS, uid), mounter):
+            return False
         return remove_tree(root_dir, PODS, uid)
     except (UnsafePathError, OSError) as e:
         log.warning("pod dir not removed", extra={"kv": {"uid": uid, "err": str(e)}})
