@@ -113,7 +113,8 @@ def _set_up_written(root_dir: str, view: PodView, v: Mapping[str, Any], plugin_d
     """downwardAPI / projected: collect, then a memory emptyDir (no sizeLimit) filled by the atomic writer."""
     name = str(v.get("name"))
     payload = _payload(v, view.raw, allocatable)
-    path = make_dirs(root_dir, PODS, view.uid, "volumes", plugin_dir, name, leaf_mode=0o777)
+    existed = os.path.isdir(os.path.join(root_dir, PODS, view.uid, "volumes", plugin_dir, name))
+    path = make_dirs(root_dir, PODS, view.uid, "volumes", plugin_dir, name, leaf_mode=None if existed else 0o777)
     size = empty_dir.memory_size_limit(view, None, allocatable.get("memory"))
     empty_dir.set_up_tmpfs(path, size, mounter)
     _write(path, payload, fs_group)

@@ -273,6 +273,9 @@ class Containers:
                 st.reasons[c.name] = ("CreateContainerConfigError", message)
             st.wake_no_later_than(self._clock.monotonic() + 10.0)
             return ""
+        for name, (reason, message) in list(st.reasons.items()):
+            if reason == "CreateContainerConfigError" and message.startswith("MountVolume.SetUp failed"):
+                del st.reasons[name]
         resources = self.cgroups.sandbox_resources() if self.cgroups else None
         try:
             cfg = sandbox_config(view, attempt, self._pod_logs_dir, cgroup_parent, resources,
@@ -291,10 +294,9 @@ class Containers:
             self._sandbox_failed(pod, st, str(e))
             return ""
 
-    def refresh_volumes(self, view: PodView, st: PodSyncState) -> None:
-        """Rewrite downwardAPI and projected volumes after a pod update (labels, annotations)."""
-        if st.volume_paths is None:
-            return
+    def refresh_volumes(self, view: PodView) -> None:
+        """Rewrite downwardAPI and projected volumes after a pod update (labels, annotations); also those of a
+        pod adopted after an agent restart, which are set up but not in `st`."""
         try:
             refresh_volumes(view.raw, self._root_dir, self.allocatable)
         except VolumeError as e:

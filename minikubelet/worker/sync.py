@@ -93,7 +93,7 @@ class PodSyncer:
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
-        self.containers.refresh_volumes(view, st)
+        self.containers.refresh_volumes(view)
         actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:
             await self._execute(view, actions, state, st)

@@ -14,6 +14,7 @@ import pytest
 from minikubelet.volumes.mounter import HostMounter
 from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod, stop_and_clean
+from tests.integration.cgroup_reader import CgroupReader
 
 pytestmark = pytest.mark.integration
 docker = agent_env.docker
@@ -124,6 +125,10 @@ async def test_volumes_read_back_from_inside(agent: AgentProcess, docker: aiodoc
         assert str((volumes / f"kubernetes.io~{plugin}" / name).resolve()) in on_host
     assert (volumes / "kubernetes.io~empty-dir" / "logs" / "pods" / full_name / "hello").read_text() == "from-app\n"
     assert (volumes / "kubernetes.io~empty-dir" / "mem" / "blob").stat().st_size == MI
+    # the tmpfs pages the container wrote are charged to its cgroup, so to the pod's (a Guaranteed pod)
+    reader = CgroupReader(agent.cgroup_root)
+    memory_stat = dict(line.split() for line in (reader.pod("", uid) / "memory.stat").read_text().splitlines())
+    assert int(memory_stat["total_shmem" if reader.version == 1 else "shmem"]) >= MI
 
     refused = await agent.wait_pod(
         "refused", lambda q: "waiting" in cstatus(q, "app").get("state", {})

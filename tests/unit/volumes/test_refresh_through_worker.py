@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from minikubelet.api.defaults import apply_defaults
 from minikubelet.base.podview import Pod
 from tests.unit.fake_node import FakeNode, make_pod
 from tests.unit.volumes.fake_mounter import FakeMounter
@@ -72,3 +73,42 @@ async def test_an_unserved_volume_is_refused_with_an_event_and_a_status_reason(
     waiting = n.container_state("app")["state"]["waiting"]
     assert waiting == {"reason": "CreateContainerConfigError", "message": message}
     assert n.runtime.running() == [] and mounter.mounted == []
+
+
+async def test_a_volume_served_later_clears_the_refusal_of_containers_not_started_yet(
+        node: tuple[FakeNode, FakeMounter]) -> None:
+    n, _ = node
+    token = {"name": "extra", "projected": {"sources": [{"configMap": {"name": "cm"}}]}}
+    pod = labelled({}, token)
+    pod["spec"]["initContainers"] = [{"name": "wait", "image": "busybox:1.36"}]  # runs until killed
+    n.config.set_source_pods("api", [make_pod_like(pod)])
+    await n.settle()
+    assert n.container_state("app")["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+    pod["spec"]["volumes"][1] = {"name": "extra", "emptyDir": {}}
+    n.config.set_source_pods("api", [make_pod_like(pod)])
+    await n.advance(11)
+    assert "running" in n.container_state("wait")["state"]
+    assert n.container_state("app")["state"]["waiting"]["reason"] == "PodInitializing"
+
+
+def make_pod_like(pod: Pod) -> Pod:
+    return apply_defaults(copy.deepcopy(pod))
+
+
+async def test_a_pod_adopted_after_an_agent_restart_is_refreshed_too(node: tuple[FakeNode, FakeMounter],
+                                                                     tmp_path: Path) -> None:
+    n, mounter = node
+    n.config.set_source_pods("api", [labelled({"v": "1"})])
+    await n.settle()
+    first = n.runtime.container_id("app")
+    await n.close()
+    again = FakeNode(tmp_path, runtime=n.runtime)  # a new agent on the same engine and root dir
+    again.syncer.containers.mounter = mounter
+    try:
+        again.config.set_source_pods("api", [labelled({"v": "2"})])
+        await again.settle()
+        assert again.runtime.container_id("app") == first  # adopted, not restarted
+        labels = tmp_path / "pods/uid-1/volumes/kubernetes.io~downward-api/info/labels"
+        assert labels.read_text() == 'v="2"'
+    finally:
+        await again.close()
