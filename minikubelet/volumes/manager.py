@@ -1,16 +1,18 @@
-"""Pod volumes the agent can provide itself: emptyDir and hostPath (others come with the API source)."""
+"""Pod volumes the agent can provide itself (upstream volumemanager, without the API server): emptyDir,
+hostPath, downwardAPI and projected downwardAPI sources; the pod directory, termination logs and teardown."""
 
 from __future__ import annotations
 
 import logging
 import os
-import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from fractions import Fraction
+from functools import cache
 from typing import Any
 
 from cri.types import Mount
 from minikubelet.base import podview
-from minikubelet.base.podview import Container, Pod
+from minikubelet.base.podview import Container, Pod, PodView
 from minikubelet.base.safepath import (
     UnsafePathError,
     create_file,
@@ -19,17 +21,33 @@ from minikubelet.base.safepath import (
     safe_component,
     safe_join,
 )
+from minikubelet.volumes import atomic_writer, downward_api, empty_dir, host_path, projected
+from minikubelet.volumes.atomic_writer import AtomicWriteError, FileProjection
+from minikubelet.volumes.mounter import HostMounter, Mounter
 from minikubelet.volumes.ownership import set_volume_ownership
+from minikubelet.volumes.subpath import SubPathError, expand_sub_path_expr, resolve
 
 log = logging.getLogger("minikubelet.volumes")
 
-SUPPORTED = ("emptyDir", "hostPath")
+SUPPORTED = ("emptyDir", "hostPath", "downwardAPI", "projected")
 PODS = "pods"
-EMPTY_DIR = "kubernetes.io~empty-dir"
+EMPTY_DIR = empty_dir.PLUGIN_DIR
+# the plugins whose directories may hold a tmpfs of ours (downwardAPI and projected wrap a memory emptyDir)
+TMPFS_PLUGIN_DIRS = (empty_dir.PLUGIN_DIR, downward_api.PLUGIN_DIR, projected.PLUGIN_DIR)
+_PAYLOAD_ERRORS = (downward_api.DownwardAPIError, projected.ProjectedError, AtomicWriteError)
 
 
 class VolumeError(Exception):
     """A volume cannot be set up (reported as FailedMount / CreateContainerConfigError)."""
+
+    def __init__(self, message: str, volume: str = "") -> None:
+        super().__init__(message)
+        self.volume = volume
+
+
+@cache
+def host_mounter() -> Mounter:
+    return HostMounter()
 
 
 def pod_dir(root_dir: str, uid: str) -> str:
@@ -52,97 +70,149 @@ def _volumes(pod: Pod) -> list[dict[str, Any]]:
     return [v for v in vs if isinstance(v, dict)] if isinstance(vs, list) else []
 
 
-def _check_host_path(path: str, htype: str) -> None:
-    exists = os.path.lexists(path)
-    if htype == "DirectoryOrCreate":
-        if not exists:
-            os.makedirs(path, mode=0o755, exist_ok=True)
-        elif not os.path.isdir(path):
-            raise VolumeError(f"hostPath type check failed: {path} is not a directory")
-    elif htype == "FileOrCreate":
-        if not exists:
-            os.makedirs(os.path.dirname(path) or "/", exist_ok=True)
-            with open(path, "a"):
-                pass
-        elif not os.path.isfile(path):
-            raise VolumeError(f"hostPath type check failed: {path} is not a file")
-    elif htype:
-        modes = {"Directory": stat.S_ISDIR, "File": stat.S_ISREG, "Socket": stat.S_ISSOCK,
-                 "CharDevice": stat.S_ISCHR, "BlockDevice": stat.S_ISBLK}
-        check = modes.get(htype)
-        if check is None:
-            raise VolumeError(f"hostPath type {htype!r} is not supported")
-        if not exists or not check(os.stat(path).st_mode):
-            raise VolumeError(f"hostPath type check failed: {path} is not a {htype}")
-
-
 def _fs_group(pod: Pod) -> int | None:
     sc = podview.spec(pod).get("securityContext")
     group = sc.get("fsGroup") if isinstance(sc, dict) else None
     return group if isinstance(group, int) and not isinstance(group, bool) else None
 
 
-def setup_volumes(pod: Pod, root_dir: str) -> dict[str, str]:
-    """Create the pod's volumes on the host; returns volume name -> host path."""
-    uid = podview.uid(pod)
+def _kind(v: Mapping[str, Any]) -> str:
+    kinds = [k for k, value in v.items() if k != "name" and value is not None]
+    return kinds[0] if len(kinds) == 1 else ""
+
+
+def check_volumes(pod: Pod) -> None:
+    """Refuse what the agent cannot serve before anything of the pod is created or mounted."""
+    for v in _volumes(pod):
+        vname = str(v.get("name"))
+        kind = _kind(v)
+        if kind not in SUPPORTED or not isinstance(v.get(kind), dict):
+            kinds = [k for k in v if k != "name"]
+            raise VolumeError(f"volume type {', '.join(kinds) or '(none)'} is not supported", vname)
+        if kind == "emptyDir":
+            medium = empty_dir.medium_of(v[kind])
+            if medium not in (empty_dir.MEDIUM_DEFAULT, empty_dir.MEDIUM_MEMORY):
+                raise VolumeError(f"emptyDir medium {medium!r} is not supported (only the node's disk and Memory)",
+                                  vname)
+        elif kind == "projected":
+            try:
+                projected.check_sources(v[kind])
+            except projected.ProjectedError as e:
+                raise VolumeError(str(e), vname) from e
+
+
+def _payload(v: Mapping[str, Any], pod: Pod, allocatable: Mapping[str, Fraction]) -> dict[str, FileProjection]:
+    if isinstance(v.get("downwardAPI"), dict):
+        source = v["downwardAPI"]
+        return downward_api.collect_data(downward_api.items_of(source), pod, source.get("defaultMode"), allocatable)
+    return projected.collect_data(v["projected"], pod, allocatable)
+
+
+def _set_up_written(root_dir: str, view: PodView, v: Mapping[str, Any], plugin_dir: str, mounter: Mounter,
+                    allocatable: Mapping[str, Fraction], fs_group: int | None) -> str:
+    """downwardAPI / projected: collect, then a memory emptyDir (no sizeLimit) filled by the atomic writer."""
+    name = str(v.get("name"))
+    payload = _payload(v, view.raw, allocatable)
+    existed = os.path.isdir(os.path.join(root_dir, PODS, view.uid, "volumes", plugin_dir, name))
+    path = make_dirs(root_dir, PODS, view.uid, "volumes", plugin_dir, name, leaf_mode=None if existed else 0o777)
+    size = empty_dir.memory_size_limit(view, None, allocatable.get("memory"))
+    empty_dir.set_up_tmpfs(path, size, mounter)
+    _write(path, payload, fs_group)
+    return path
+
+
+def _write(path: str, payload: Mapping[str, FileProjection], fs_group: int | None) -> bool:
+    # the whole volume, not only the new directory: the first write also creates the visible links
+    return atomic_writer.write(path, payload, set_perms=lambda _ts: set_volume_ownership(path, fs_group,
+                                                                                          readonly=True))
+
+
+def setup_volumes(pod: Pod, root_dir: str, mounter: Mounter | None = None,
+                  allocatable: Mapping[str, Fraction] | None = None) -> dict[str, str]:
+    """Create (and mount) the pod's volumes on the host; returns volume name -> host path. Idempotent."""
+    check_volumes(pod)
+    mounter = mounter or host_mounter()
+    alloc = allocatable or {}
+    view = PodView.of(pod)
+    fs_group = _fs_group(pod)
     os.makedirs(root_dir, exist_ok=True)
     paths: dict[str, str] = {}
     for v in _volumes(pod):
         vname = str(v.get("name"))
-        if isinstance(v.get("emptyDir"), dict):
-            medium = v["emptyDir"].get("medium", "")
-            if medium not in ("", None):
-                raise VolumeError(f"volume {vname!r}: emptyDir medium {medium!r} is not supported yet")
-            try:
-                p = empty_dir_path(root_dir, uid, vname)
-                created = not os.path.isdir(p)
-                paths[vname] = make_dirs(root_dir, PODS, uid, "volumes", EMPTY_DIR, vname,
-                                         leaf_mode=0o777 if created else None)
-            except UnsafePathError as e:
-                raise VolumeError(f"volume {vname!r}: {e}") from e
-            if created:
-                # as upstream's emptyDir: once, when it is created, and whatever fsGroupChangePolicy says
-                set_volume_ownership(paths[vname], _fs_group(pod))
-        elif isinstance(v.get("hostPath"), dict):
-            hp = v["hostPath"]
-            path = hp.get("path")
-            if not isinstance(path, str) or not os.path.isabs(path):
-                raise VolumeError(f"volume {vname!r}: hostPath.path must be an absolute path")
-            _check_host_path(os.path.normpath(path), str(hp.get("type") or ""))
-            paths[vname] = os.path.normpath(path)
-        else:
-            kinds = [k for k in v if k != "name"]
-            raise VolumeError(f"volume {vname!r}: volume type {', '.join(kinds) or '(none)'} is not supported")
+        try:
+            if isinstance(v.get("emptyDir"), dict):
+                paths[vname] = empty_dir.set_up(root_dir, view, vname, v["emptyDir"], mounter, alloc.get("memory"),
+                                                fs_group)
+            elif isinstance(v.get("hostPath"), dict):
+                paths[vname] = host_path.set_up(v["hostPath"])
+            else:
+                plugin = downward_api.PLUGIN_DIR if isinstance(v.get("downwardAPI"), dict) else projected.PLUGIN_DIR
+                paths[vname] = _set_up_written(root_dir, view, v, plugin, mounter, alloc, fs_group)
+        except (UnsafePathError, empty_dir.EmptyDirError, host_path.HostPathError, *_PAYLOAD_ERRORS) as e:
+            raise VolumeError(str(e), vname) from e
+        except OSError as e:
+            raise VolumeError(str(e), vname) from e
     return paths
 
 
-def container_mounts(c: Container, volume_paths: dict[str, str]) -> list[Mount]:
-    """Bind mounts for a container's volumeMounts; subPath must stay inside its volume."""
+def refresh_volumes(pod: Pod, root_dir: str, allocatable: Mapping[str, Fraction] | None = None) -> list[str]:
+    """Rewrite the downwardAPI and projected volumes already set up whose content changed (labels,
+    annotations: upstream remounts them on every pod update); returns the names rewritten."""
+    alloc = allocatable or {}
+    uid = podview.uid(pod)
+    fs_group = _fs_group(pod)
+    rewritten = []
+    for v in _volumes(pod):
+        kind = _kind(v)
+        if kind not in ("downwardAPI", "projected"):
+            continue
+        vname = str(v.get("name"))
+        plugin = downward_api.PLUGIN_DIR if kind == "downwardAPI" else projected.PLUGIN_DIR
+        try:
+            path = safe_join(root_dir, PODS, uid, "volumes", plugin, vname)
+            if not os.path.lexists(os.path.join(path, atomic_writer.DATA_DIR)):
+                continue  # not set up yet: the next container start sets it up
+            if _write(path, _payload(v, pod, alloc), fs_group):
+                rewritten.append(vname)
+        except (UnsafePathError, OSError, *_PAYLOAD_ERRORS) as e:
+            raise VolumeError(str(e), vname) from e
+    return rewritten
+
+
+def _read_only_volumes(pod: Pod) -> set[str]:
+    """downwardAPI and projected volumes are always mounted read-only (their plugins' ReadOnly attribute)."""
+    return {str(v.get("name")) for v in _volumes(pod) if _kind(v) in ("downwardAPI", "projected")}
+
+
+def container_mounts(pod: Pod, c: Container, volume_paths: dict[str, str],
+                     env: Callable[[], Mapping[str, str]] | None = None) -> list[Mount]:
+    """Bind mounts for a container's volumeMounts (upstream makeMounts): subPath / subPathExpr stay inside
+    their volume; `env` gives the container's environment for subPathExpr."""
     mounts = []
+    read_only = _read_only_volumes(pod)
+    cname = str(c.get("name", ""))
     for m in c.get("volumeMounts") or []:
         if not isinstance(m, dict):
             continue
         vname = str(m.get("name"))
         host = volume_paths.get(vname)
         if host is None:
-            raise VolumeError(f"volumeMount {vname!r}: no volume of that name")
+            raise VolumeError(f'cannot find volume "{vname}" to mount into container "{cname}"', vname)
         sub = m.get("subPath") or ""
-        if sub:
-            if not isinstance(sub, str) or os.path.isabs(sub) or ".." in sub.split("/"):
-                raise VolumeError(f"volumeMount {vname!r}: subPath {sub!r} must be a relative path without '..'")
-            target = os.path.join(host, sub)
-            real_base = os.path.realpath(host)
-            if not os.path.realpath(target).startswith(real_base + os.sep) and os.path.realpath(target) != real_base:
-                raise VolumeError(f"volumeMount {vname!r}: subPath {sub!r} escapes the volume")
-            if not os.path.lexists(target):
-                os.makedirs(target, mode=0o755, exist_ok=True)
-            host = target
+        expr = m.get("subPathExpr") or ""
+        try:
+            if expr:
+                sub = expand_sub_path_expr(str(expr), env() if env is not None else {})
+            if sub:
+                host = resolve(host, str(sub), vname, cname)
+        except SubPathError as e:
+            raise VolumeError(str(e), vname) from e
         propagation = {"HostToContainer": "rslave", "Bidirectional": "rshared"}.get(
             str(m.get("mountPropagation") or ""), "private"
         )
         mounts.append(
-            Mount(container_path=str(m.get("mountPath")), host_path=host, readonly=bool(m.get("readOnly")),
-                  propagation=propagation)
+            Mount(container_path=str(m.get("mountPath")), host_path=host,
+                  readonly=bool(m.get("readOnly")) or vname in read_only, propagation=propagation)
         )
     return mounts
 
@@ -159,10 +229,47 @@ def create_termination_log(root_dir: str, uid: str, container_name: str, restart
     return create_file(root_dir, *_termination_log_parts(uid, container_name, restart_count))
 
 
-def teardown_pod_dir(root_dir: str, uid: str) -> bool:
-    """Remove <rootDir>/pods/<uid> (emptyDirs, termination logs); True when nothing of it is left.
+def _our_tmpfs_mounts(root_dir: str, uid: str, mounter: Mounter) -> list[str]:
+    """tmpfs mounted exactly on <rootDir>/pods/<uid>/volumes/<one of our plugins>/<name>."""
+    volumes = os.path.join(os.path.realpath(root_dir), PODS, uid, "volumes")
+    found = []
+    for m in mounter.mount_points():
+        parent, name = os.path.split(m.path)
+        plugin_root, plugin = os.path.split(parent)
+        if m.fstype == "tmpfs" and plugin_root == volumes and plugin in TMPFS_PLUGIN_DIRS and name:
+            found.append(m.path)
+    return found
 
-    Only that directory is touched: a hostile uid, a symlink inside (removed as a link) or a mount
+
+def _mounted_below(path: str, mounter: Mounter) -> bool:
+    return any(m.path == path or m.path.startswith(path + "/") for m in mounter.mount_points())
+
+
+def unmount_pod_volumes(root_dir: str, uid: str, mounter: Mounter | None = None) -> bool:
+    """Unmount the pod's memory-backed volumes (upstream teardownTmpfsOrHugetlbfs); True when none is left."""
+    mounter = mounter or host_mounter()
+    try:
+        safe_component(uid, "pod uid")
+        mounted = _our_tmpfs_mounts(root_dir, uid, mounter)
+    except (UnsafePathError, OSError) as e:
+        log.warning("pod volumes not unmounted", extra={"kv": {"uid": uid, "err": str(e)}})
+        return False
+    ok = True
+    # a tmpfs can be stacked on another (mounted twice): unmount until none is left, deepest first
+    for path in sorted(mounted, reverse=True):
+        try:
+            mounter.unmount(path)
+            log.info("unmounted tmpfs", extra={"kv": {"uid": uid, "path": path}})
+        except OSError as e:
+            log.warning("tmpfs not unmounted", extra={"kv": {"uid": uid, "path": path, "err": str(e)}})
+            ok = False
+    return ok and not _our_tmpfs_mounts(root_dir, uid, mounter)
+
+
+def teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None) -> bool:
+    """Unmount the pod's tmpfs volumes, then remove <rootDir>/pods/<uid>; True when nothing of it is left.
+
+    Only that directory is touched: a hostile uid, a symlink inside (removed as a link) or any other mount
     inside (left, and False returned so the caller retries) never lets removal reach other files.
     """
     try:
@@ -170,21 +277,25 @@ def teardown_pod_dir(root_dir: str, uid: str) -> bool:
     except UnsafePathError as e:
         log.warning("no pod dir for an unsafe uid", extra={"kv": {"err": str(e)}})
         return True  # nothing was ever created for it: every creation refuses such a uid
+    mounter = mounter or host_mounter()
+    if not unmount_pod_volumes(root_dir, uid, mounter):
+        return False
     try:
+        if _mounted_below(os.path.join(os.path.realpath(root_dir), PODS, uid), mounter):
+            return False
         return remove_tree(root_dir, PODS, uid)
     except (UnsafePathError, OSError) as e:
         log.warning("pod dir not removed", extra={"kv": {"uid": uid, "err": str(e)}})
         return False
 
 
-def cleanup_orphaned_pod_dirs(root_dir: str, known_uids: Iterable[str]) -> list[str]:
-    """Remove <rootDir>/pods/<uid> for every uid not in known_uids (upstream cleanupOrphanedPodDirs).
-
-    Returns the uids whose dirs are still there (something mounted inside, or not removable yet).
-    """
+def cleanup_orphaned_pod_dirs(root_dir: str, known_uids: Iterable[str], mounter: Mounter | None = None) -> list[str]:
+    """Remove <rootDir>/pods/<uid> for every uid not in known_uids (upstream cleanupOrphanedPodDirs), after
+    unmounting our tmpfs volumes in it. Returns the uids whose dirs are still there (something else mounted
+    inside, or not removable yet)."""
     known = set(known_uids)
     try:
         entries = sorted(os.listdir(safe_join(root_dir, PODS)))
     except FileNotFoundError:
         return []
-    return [uid for uid in entries if uid not in known and not teardown_pod_dir(root_dir, uid)]
+    return [uid for uid in entries if uid not in known and not teardown_pod_dir(root_dir, uid, mounter)]

@@ -13,7 +13,7 @@ from cri.errors import CreateContainerError, NotFoundError, RuntimeError_, Start
 from cri.runtime import Runtime
 from cri.types import ContainerState, ContainerStatus, DNSConfig, Mount, PodSandboxStatus
 from minikubelet import events as ev
-from minikubelet.api.expansion import EnvSourceError
+from minikubelet.api.expansion import EnvSourceError, container_env
 from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration
 from minikubelet.base.podview import ContainerView, PodView
@@ -21,7 +21,16 @@ from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
-from minikubelet.volumes.manager import VolumeError, container_mounts, create_termination_log, pod_dir, setup_volumes
+from minikubelet.volumes.manager import (
+    VolumeError,
+    container_mounts,
+    create_termination_log,
+    host_mounter,
+    pod_dir,
+    refresh_volumes,
+    setup_volumes,
+)
+from minikubelet.volumes.mounter import Mounter
 from minikubelet.worker.backoff import Backoff
 from minikubelet.worker.container_config import container_config, sandbox_config
 from minikubelet.worker.dependencies import CgroupSource
@@ -53,7 +62,8 @@ class Containers:
                  container_backoff: Backoff, images: ImagePuller, cgroups: CgroupSource | None,
                  root_dir: str, pod_logs_dir: str, host_ip: str,
                  allocatable: Mapping[str, Fraction] | None = None, legacy_log_dir: str = "",
-                 security: SecurityOptions = DEFAULT_OPTIONS, dns: DNSSettings | None = None) -> None:
+                 security: SecurityOptions = DEFAULT_OPTIONS, dns: DNSSettings | None = None,
+                 mounter: Mounter | None = None) -> None:
         self._runtime = runtime
         self._clock = clock
         self._recorder = recorder
@@ -69,6 +79,7 @@ class Containers:
         self._security = security
         self._dns = dns  # None: the sandbox gets the runtime's default resolver config
         self._cluster_domain = dns.cluster_domain if dns is not None else ""
+        self.mounter = mounter or host_mounter()  # tmpfs for memory-backed volumes
 
     def _fail_start(self, view: PodView, c: ContainerView, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
@@ -113,18 +124,6 @@ class Containers:
             restart_count = _reported_restart_count(reported, name)
         sandbox = state.sandbox
         assert sandbox is not None
-        try:
-            if st.volume_paths is None:
-                st.volume_paths = setup_volumes(pod, self._root_dir)
-            mounts = container_mounts(dict(c.raw), st.volume_paths)
-            mounts += self._hosts_mount(view, c, sandbox)
-        except (VolumeError, OSError, HostnameError) as e:
-            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
-        try:
-            tlog = create_termination_log(self._root_dir, uid, name, restart_count)
-        except (OSError, UnsafePathError) as e:
-            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
-        resources = self.cgroups.container_resources(view, c) if self.cgroups else None
         pod_ip = sandbox.ip or self._host_ip
         field_values = {
             "status.podIP": pod_ip,
@@ -132,6 +131,19 @@ class Containers:
             "status.hostIP": self._host_ip,
             "status.hostIPs": self._host_ip,
         }
+        try:
+            if st.volume_paths is None:
+                st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable)
+            mounts = container_mounts(pod, dict(c.raw), st.volume_paths,
+                                      env=lambda: dict(container_env(c.raw, pod, field_values, self.allocatable)))
+            mounts += self._hosts_mount(view, c, sandbox)
+        except (VolumeError, OSError, HostnameError, EnvSourceError) as e:
+            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
+        try:
+            tlog = create_termination_log(self._root_dir, uid, name, restart_count)
+        except (OSError, UnsafePathError) as e:
+            return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
+        resources = self.cgroups.container_resources(view, c) if self.cgroups else None
         try:
             cfg = container_config(
                 view, c, restart_count=restart_count, mounts=mounts, field_values=field_values,
@@ -252,11 +264,20 @@ class Containers:
             self._sandbox_failed(pod, st, f"failed to create pod cgroup: {e}")
             return ""
         try:
-            st.volume_paths = setup_volumes(pod, self._root_dir)
+            st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable)
         except (VolumeError, OSError) as e:
-            self._recorder.pod_event(pod, "Warning", ev.FAILED_MOUNT, f"MountVolume.SetUp failed: {e}")
+            volume = e.volume if isinstance(e, VolumeError) else ""
+            message = f'MountVolume.SetUp failed for volume "{volume}" : {e}'
+            self._recorder.pod_event(pod, "Warning", ev.FAILED_MOUNT, message)
+            # upstream leaves the containers ContainerCreating and says why only in the event; the status
+            # says it too, so that a refused volume is visible on /pods
+            for c in (*view.init_containers, *view.app_containers):
+                st.reasons[c.name] = ("CreateContainerConfigError", message)
             st.wake_no_later_than(self._clock.monotonic() + 10.0)
             return ""
+        for name, (reason, message) in list(st.reasons.items()):
+            if reason == "CreateContainerConfigError" and message.startswith("MountVolume.SetUp failed"):
+                del st.reasons[name]
         resources = self.cgroups.sandbox_resources() if self.cgroups else None
         try:
             cfg = sandbox_config(view, attempt, self._pod_logs_dir, cgroup_parent, resources,
@@ -274,6 +295,15 @@ class Containers:
         except RuntimeError_ as e:
             self._sandbox_failed(pod, st, str(e))
             return ""
+
+    def refresh_volumes(self, view: PodView) -> None:
+        """Rewrite downwardAPI and projected volumes after a pod update (labels, annotations); also those of a
+        pod adopted after an agent restart, which are set up but not in `st`."""
+        try:
+            refresh_volumes(view.raw, self._root_dir, self.allocatable)
+        except VolumeError as e:
+            self._recorder.pod_event(view.raw, "Warning", ev.FAILED_MOUNT,
+                                     f'MountVolume.SetUp failed for volume "{e.volume}" : {e}')
 
     def _pod_dns(self, view: PodView) -> DNSConfig | None:
         """The sandbox's resolver config (upstream GetPodDNS), recording its Warning events on the pod."""

@@ -20,7 +20,7 @@ from minikubelet.metrics import Metrics
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from minikubelet.status.generate import StatusInputs, compute_status
 from minikubelet.status.manager import StatusManager
-from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path
+from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path, unmount_pod_volumes
 from minikubelet.worker.backoff import Backoff, pod_key_prefix
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
@@ -93,6 +93,7 @@ class PodSyncer:
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
+        self.containers.refresh_volumes(view)
         actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:
             await self._execute(view, actions, state, st)
@@ -308,6 +309,8 @@ class PodSyncer:
         if state.running() or any(s.state.name == "READY" for s in state.sandboxes):
             await self.kill_pod(view, state, view.grace_period)
             state = await self.observe(uid)
+        # as upstream's volume manager once nothing of the pod runs: memory volumes give their memory back
+        unmount_pod_volumes(self._root_dir, uid, self.containers.mounter)
         await self.publish(view, state, st, terminal=True, status_fn=status_fn)
 
     async def cleanup(self, view: PodView) -> bool:
@@ -321,7 +324,7 @@ class PodSyncer:
         for sb in state.sandboxes:
             await self._runtime.remove_pod_sandbox(sb.id)
         self.containers.logs.remove_pod_dir(view.namespace, view.name, uid)
-        if not teardown_pod_dir(self._root_dir, uid):
+        if not teardown_pod_dir(self._root_dir, uid, self.containers.mounter):
             log.warning("pod directory not removed yet", extra={"kv": {"pod": view.format_pod}})
             return False
         cgroups = self.cgroups

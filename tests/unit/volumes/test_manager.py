@@ -28,7 +28,7 @@ def test_empty_dir_and_host_path(tmp_path: Path) -> None:
                           str(tmp_path / "root"))
     assert os.path.isdir(paths["scratch"]) and paths["scratch"].endswith("u1/volumes/kubernetes.io~empty-dir/scratch")
     assert host.is_dir() and paths["h"] == str(host)
-    mounts = container_mounts({"volumeMounts": [{"name": "scratch", "mountPath": "/s", "readOnly": True},
+    mounts = container_mounts({}, {"volumeMounts": [{"name": "scratch", "mountPath": "/s", "readOnly": True},
                                                 {"name": "h", "mountPath": "/h", "subPath": "a/b",
                                                  "mountPropagation": "HostToContainer"}]}, paths)
     assert (mounts[0].container_path, mounts[0].readonly) == ("/s", True)
@@ -40,15 +40,16 @@ def test_empty_dir_and_host_path(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sub", ["../../etc", "/etc", "a/../../x"])
 def test_sub_path_cannot_leave_its_volume(tmp_path: Path, sub: str) -> None:
     with pytest.raises(VolumeError):
-        container_mounts({"volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": sub}]}, {"v": str(tmp_path)})
+        container_mounts({}, {"volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": sub}]}, {"v": str(tmp_path)})
 
 
 def test_sub_path_symlink_escape_is_refused(tmp_path: Path) -> None:
     vol = tmp_path / "vol"
     vol.mkdir()
     (vol / "link").symlink_to("/etc")
-    with pytest.raises(VolumeError, match="escapes"):
-        container_mounts({"volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": "link"}]}, {"v": str(vol)})
+    with pytest.raises(VolumeError, match='failed to prepare subPath for volumeMount "v" of container "c"'):
+        container_mounts({}, {"name": "c", "volumeMounts": [{"name": "v", "mountPath": "/m", "subPath": "link"}]},
+                         {"v": str(vol)})
 
 
 def test_host_path_type_checks(tmp_path: Path) -> None:
@@ -64,8 +65,8 @@ def test_host_path_type_checks(tmp_path: Path) -> None:
 def test_unknown_volume_types_and_mounts_are_errors(tmp_path: Path) -> None:
     with pytest.raises(VolumeError, match="configMap"):
         setup_volumes(pod([{"name": "c", "configMap": {"name": "x"}}]), str(tmp_path))
-    with pytest.raises(VolumeError, match="no volume"):
-        container_mounts({"volumeMounts": [{"name": "missing", "mountPath": "/m"}]}, {})
+    with pytest.raises(VolumeError, match='cannot find volume "missing"'):
+        container_mounts({}, {"volumeMounts": [{"name": "missing", "mountPath": "/m"}]}, {})
 
 
 # --- identifiers never escape <rootDir>/pods/<uid> (issue 11, item 5) ---
