@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from minikubelet.base import podview
@@ -42,6 +43,44 @@ def field_path(pod: Pod, container_name: str) -> str:
     return ""
 
 
+@dataclass(slots=True)
+class _Event:
+    """One aggregated event, kept compact (a node keeps up to `capacity` of them) and rendered on read."""
+
+    seq: int
+    namespace: str
+    name: str
+    uid: str
+    field_path: str
+    etype: str
+    reason: str
+    message: str
+    first: float
+    last: float
+    count: int = 1
+
+    def render(self, node: str) -> dict[str, Any]:
+        obj: dict[str, Any] = {"kind": "Pod", "namespace": self.namespace, "name": self.name, "uid": self.uid,
+                               "apiVersion": "v1"}
+        if self.field_path:
+            obj["fieldPath"] = self.field_path
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{self.name}.{self.seq:x}", "namespace": self.namespace},
+            "involvedObject": obj,
+            "reason": self.reason,
+            "message": self.message,
+            "source": {"component": "kubelet", "host": node},
+            "firstTimestamp": rfc3339(self.first),
+            "lastTimestamp": rfc3339(self.last),
+            "count": self.count,
+            "type": self.etype,
+            "reportingComponent": "kubelet",
+            "reportingInstance": node,
+        }
+
+
 class EventRecorder:
     """Keeps the newest `capacity` distinct events; repeats bump count and lastTimestamp."""
 
@@ -49,47 +88,23 @@ class EventRecorder:
         self._clock = clock
         self._node = node_name
         self._capacity = capacity
-        self._events: OrderedDict[tuple[str, ...], dict[str, Any]] = OrderedDict()
+        self._events: OrderedDict[tuple[str, str, str, str, str], _Event] = OrderedDict()
         self._seq = 0
 
     def pod_event(self, pod: Pod, etype: str, reason: str, message: str, container: str = "") -> None:
-        obj: dict[str, Any] = {
-            "kind": "Pod",
-            "namespace": podview.namespace(pod),
-            "name": podview.name(pod),
-            "uid": podview.uid(pod),
-            "apiVersion": "v1",
-        }
-        if container:
-            obj["fieldPath"] = field_path(pod, container)
-        self._record(obj, etype, reason, message)
-
-    def _record(self, obj: dict[str, Any], etype: str, reason: str, message: str) -> None:
-        now = rfc3339(self._clock.now())
-        key = (obj.get("uid", ""), obj.get("fieldPath", ""), etype, reason, message)
+        uid = podview.uid(pod)
+        path = field_path(pod, container) if container else ""
+        now = self._clock.now()
+        key = (uid, path, etype, reason, message)
         ev = self._events.get(key)
         if ev is not None:
-            ev["count"] += 1
-            ev["lastTimestamp"] = now
+            ev.count += 1
+            ev.last = now
             self._events.move_to_end(key)
         else:
             self._seq += 1
-            ev = {
-                "apiVersion": "v1",
-                "kind": "Event",
-                "metadata": {"name": f"{obj.get('name')}.{self._seq:x}", "namespace": obj.get("namespace", "default")},
-                "involvedObject": obj,
-                "reason": reason,
-                "message": message,
-                "source": {"component": "kubelet", "host": self._node},
-                "firstTimestamp": now,
-                "lastTimestamp": now,
-                "count": 1,
-                "type": etype,
-                "reportingComponent": "kubelet",
-                "reportingInstance": self._node,
-            }
-            self._events[key] = ev
+            self._events[key] = _Event(self._seq, podview.namespace(pod), podview.name(pod), uid, path, etype,
+                                       reason, message, now, now)
             while len(self._events) > self._capacity:
                 self._events.popitem(last=False)
         log.info(
@@ -98,15 +113,12 @@ class EventRecorder:
                 "kv": {
                     "type": etype,
                     "reason": reason,
-                    "object": f"{obj.get('namespace')}/{obj.get('name')}",
-                    "fieldPath": obj.get("fieldPath", ""),
+                    "object": f"{podview.namespace(pod)}/{podview.name(pod)}",
+                    "fieldPath": path,
                     "message": message,
                 }
             },
         )
 
     def list(self, pod_uid: str | None = None) -> list[dict[str, Any]]:
-        evs = list(self._events.values())
-        if pod_uid is not None:
-            evs = [e for e in evs if e["involvedObject"].get("uid") == pod_uid]
-        return evs
+        return [e.render(self._node) for e in self._events.values() if pod_uid is None or e.uid == pod_uid]

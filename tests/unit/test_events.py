@@ -1,0 +1,36 @@
+"""The local event store: aggregated as the kubelet's recorder does, bounded, rendered as v1 Events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from minikubelet.base.clock import FakeClock
+from minikubelet.events import EventRecorder
+
+
+def pod(uid: str = "u1") -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "ns", "uid": uid},
+            "spec": {"initContainers": [{"name": "init"}], "containers": [{"name": "app"}]}}
+
+
+def test_repeats_are_aggregated_and_rendered_as_v1_events() -> None:
+    clock = FakeClock()
+    rec = EventRecorder(clock, "node-1")
+    rec.pod_event(pod(), "Normal", "Pulled", "present", "app")
+    clock.advance(5)
+    rec.pod_event(pod(), "Normal", "Pulled", "present", "app")
+    rec.pod_event(pod(), "Warning", "BackOff", "back-off", "init")
+    (first, second) = rec.list("u1")
+    assert (first["count"], first["firstTimestamp"] != first["lastTimestamp"]) == (2, True)
+    assert first["involvedObject"] == {"kind": "Pod", "namespace": "ns", "name": "p", "uid": "u1", "apiVersion": "v1",
+                                       "fieldPath": "spec.containers{app}"}
+    assert second["involvedObject"]["fieldPath"] == "spec.initContainers{init}"
+    assert first["source"] == {"component": "kubelet", "host": "node-1"} and first["type"] == "Normal"
+    assert rec.list("other") == []
+
+
+def test_the_store_keeps_the_newest_capacity_events() -> None:
+    rec = EventRecorder(FakeClock(), "n", capacity=3)
+    for i in range(5):
+        rec.pod_event(pod(f"u{i}"), "Normal", "Started", "Container started")
+    assert [e["involvedObject"]["uid"] for e in rec.list()] == ["u2", "u3", "u4"]
