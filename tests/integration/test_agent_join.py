@@ -96,7 +96,15 @@ async def test_agent_joins_through_tls_bootstrap(tmp_path: Path, api: ApiServer,
         assert any("registry.k8s.io/pause:3.10" in i["names"] for i in status["images"])
         assert [a["type"] for a in status["addresses"]] == ["InternalIP", "Hostname"]
         assert node["metadata"]["labels"]["node.kubernetes.io/pool"] == "test"
-        # the lease, renewed every 2 s (a quarter of 8 s)
+        # the lease (created right after registration), renewed every 2 s (a quarter of 8 s)
+        async def lease_created() -> bool:
+            try:
+                await admin.get("leases", agent.node, "kube-node-lease", "coordination.k8s.io/v1")
+            except ApiStatusError:
+                return False
+            return True
+
+        await agent.wait_for("the node's lease", lease_created, timeout=20)
         lease = await admin.get("leases", agent.node, "kube-node-lease", "coordination.k8s.io/v1")
         assert lease["spec"]["holderIdentity"] == agent.node and lease["spec"]["leaseDurationSeconds"] == 8
         assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
