@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 from cgroups.allocatable import hard_eviction_reservation, parse_resource_list
 from cri.instrumented import InstrumentedRuntime
 from cri.runtime import Runtime
+from cri.streaming import StreamingRuntime
 from cri.timeouts import RequestTimeoutRuntime
 from minikubelet import KUBERNETES_VERSION, __version__
 from minikubelet.base.clock import Clock, RealClock
@@ -36,6 +37,7 @@ from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempte
 from minikubelet.pod.security_admission import admit_handlers
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
+from minikubelet.server.kubelet_api_wiring import start_kubelet_api
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
@@ -74,6 +76,8 @@ class Agent:
                  node_ip: str = "", probes: ProbeSource | None = None, cgroups: CgroupSource | None = None,
                  probe_registry: Any = None) -> None:
         self.config = config
+        # The unwrapped runtime: interactive exec is an optional capability the wrappers do not forward.
+        self.streaming = runtime if isinstance(runtime, StreamingRuntime) else None
         runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
@@ -284,6 +288,11 @@ class Agent:
         if self.join is not None:
             # TLS bootstrap and registration before the pods (bounded: see node/join.py).
             await self.join.start()
+        await start_kubelet_api(cfg, self.server, joined=self.join is not None,
+                                client=self.join.client if self.join is not None else None,
+                                node_name=self.node_name, host_ip=self.host_ip,
+                                pods=lambda: self.manager.desired.values(), runtime=self.runtime,
+                                streaming=self.streaming)
         await self.static.sync()
         if self.url_source is not None:
             await self.url_source.sync()

@@ -13,6 +13,7 @@ from cri.docker.client import DockerAPIError, DockerClient, label_filters
 from cri.docker.create_config import ConfigError, container_create_body, log_options, sandbox_create_body
 from cri.docker.events import container_events
 from cri.docker.exec import exec_sync
+from cri.docker.exec_stream import DockerExecSession, exec_stream
 from cri.docker.images import DockerImages
 from cri.docker.log_link import link_log, unlink_log
 from cri.docker.naming import (
@@ -350,6 +351,12 @@ class DockerRuntime:
 
     async def exec_sync(self, container_id: str, cmd: list[str], timeout: float) -> ExecResult:
         return await exec_sync(self._client, container_id, cmd, timeout)
+
+    async def exec_stream(self, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool, stderr: bool,
+                          tty: bool) -> DockerExecSession:
+        """cri.streaming.StreamingRuntime: an interactive exec for the kubelet API's /exec."""
+        return await exec_stream(self._client, container_id, cmd, stdin=stdin, stdout=stdout, stderr=stderr,
+                                 tty=tty)
 
     def events(self) -> AsyncIterator[ContainerEvent]:
         return container_events(self._client)

@@ -84,6 +84,20 @@ class KubeletConfig:
     register_with_taints: tuple[Mapping[str, str], ...] = ()
     allowed_unsafe_sysctls: tuple[str, ...] = ()
     seccomp_default: bool = False
+    port: int = -1  # -1: unset (10250 when joined to a cluster, off standalone); 0: off
+    tls_cert_file: str = ""
+    tls_private_key_file: str = ""
+    authentication: AuthenticationConfig = field(default_factory=lambda: AuthenticationConfig())
+    authorization_mode: str = ""  # "": Webhook when joined to a cluster, AlwaysAllow standalone
+
+
+@dataclass(frozen=True)
+class AuthenticationConfig:
+    """KubeletConfiguration `authentication` (upstream v1beta1 defaults: anonymous off, webhook on)."""
+
+    client_ca_file: str = ""
+    webhook_enabled: bool = True
+    anonymous_enabled: bool = False
 
 
 # ---------------------------------------------------------------- value parsers
@@ -484,6 +498,27 @@ class _Field:
     flag_type: type = str  # what argparse reads; parse() then validates it like a file value
 
 
+def _authentication(value: object) -> AuthenticationConfig:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be an object, got {value!r}")
+    x509 = value.get("x509") or {}
+    webhook = value.get("webhook") or {}
+    anonymous = value.get("anonymous") or {}
+    if not all(isinstance(v, dict) for v in (x509, webhook, anonymous)):
+        raise ValueError("x509, webhook and anonymous must be objects")
+    return AuthenticationConfig(
+        client_ca_file=str(_optional_absolute_path(x509.get("clientCAFile", ""))),
+        webhook_enabled=_bool(webhook.get("enabled", True)),
+        anonymous_enabled=_bool(anonymous.get("enabled", False)),
+    )
+
+
+def _authorization(value: object) -> str:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be an object, got {value!r}")
+    return str(_one_of("AlwaysAllow", "Webhook")(value.get("mode", "Webhook")))
+
+
 _FIELDS = (
     _Field("static_pod_path", "staticPodPath", "--pod-manifest-path", _optional_absolute_path, "Directory of static pod manifests (staticPodPath)."),
     _Field("file_check_frequency", "fileCheckFrequency", "--file-check-frequency", _positive_duration, "Re-list period of the static pod directory (e.g. 20s)."),
@@ -538,6 +573,11 @@ _FIELDS = (
            "Taints of the node, \"<key>=<value>:<effect>\" separated by ','."),
     _Field("allowed_unsafe_sysctls", "allowedUnsafeSysctls", None, _sysctl_patterns),
     _Field("seccomp_default", "seccompDefault", None, _bool),
+    _Field("port", "port", "--port", _int_between(0, 65535), "Port of the authenticated kubelet API (HTTPS; 0 disables it; default 10250 when joined to a cluster, off standalone).", int),
+    _Field("tls_cert_file", "tlsCertFile", "--tls-cert-file", _optional_absolute_path, "Serving certificate of the kubelet API (default: self-signed under <root-dir>/pki)."),
+    _Field("tls_private_key_file", "tlsPrivateKeyFile", "--tls-private-key-file", _optional_absolute_path, "Key of --tls-cert-file."),
+    _Field("authentication", "authentication", None, _authentication),
+    _Field("authorization_mode", "authorization", None, _authorization),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}

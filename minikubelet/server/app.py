@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -80,8 +81,8 @@ class KubeletServer:
         items = self._events(request.query.get("uid"))
         return web.json_response({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
 
-    async def serve(self, host: str, port: int, app: web.Application) -> None:
-        runner, site = await serve(app, host, port, self.limits)
+    async def serve(self, host: str, port: int, app: web.Application, ssl_context: ssl.SSLContext | None = None) -> None:
+        runner, site = await serve(app, host, port, self.limits, ssl_context)
         self._runners.append(runner)
         self.sites.append(site)
 

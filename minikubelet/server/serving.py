@@ -174,6 +174,7 @@ class BoundedHandler(web.RequestHandler):
         self._head_timer: asyncio.TimerHandle | None = None
         self._write_timer: asyncio.TimerHandle | None = None
         self._in_request = False
+        self._hijacked: asyncio.StreamReader | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.peer = _peer(transport.get_extra_info("peername"))
@@ -183,6 +184,8 @@ class BoundedHandler(web.RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.site.connections.discard(self)
+        if self._hijacked is not None:
+            self._hijacked.feed_eof()
         for timer in (self._head_timer, self._write_timer):
             if timer is not None:
                 timer.cancel()
@@ -190,10 +193,24 @@ class BoundedHandler(web.RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._hijacked is not None:
+            self._hijacked.feed_data(data)
+            return
         # The first byte of the next request on a kept-alive connection starts its head's deadline.
         if data and self._head_timer is None and not self._in_request:
             self._arm_head()
         super().data_received(data)
+
+    def hijack(self, limit: int = 256 * 1024) -> asyncio.StreamReader:
+        """Every byte received from now on, for a protocol taking the connection over after its own 101
+        (SPDY/3.1: aiohttp's parser treats only WebSocket upgrades as upgrades and would parse the frames as
+        the next request). The reader pauses the socket beyond `limit` unread bytes; the write-stall deadline
+        still applies."""
+        reader = asyncio.StreamReader(limit=limit, loop=self._loop)
+        if self.transport is not None:
+            reader.set_transport(self.transport)
+        self._hijacked = reader
+        return reader
 
     def request_started(self) -> None:
         self._in_request = True

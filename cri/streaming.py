@@ -1,0 +1,41 @@
+"""An optional runtime capability: interactive exec (CRI `Exec`, served by the runtime's streaming server).
+
+`cri.runtime.Runtime` stays as it is; a runtime that can hand out a live exec session implements
+`StreamingRuntime` too, and the kubelet API checks for it (`isinstance`) before offering /exec.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+STDOUT = 1
+STDERR = 2
+
+
+class ExecSession(Protocol):
+    """One running exec process: its stdin, its output (stream number and bytes), its exit code."""
+
+    async def read(self) -> tuple[int, bytes] | None:
+        """The next output chunk as (STDOUT|STDERR, data); None at the end of the output."""
+
+    async def write(self, data: bytes) -> None:
+        """Bytes for the process's stdin."""
+
+    async def close_stdin(self) -> None:
+        """End of stdin (the process reads EOF); output keeps flowing."""
+
+    async def resize(self, width: int, height: int) -> None:
+        """The terminal size, for tty sessions."""
+
+    async def exit_code(self) -> int:
+        """After the output ended: the exit code (-1 when the runtime does not know it)."""
+
+    async def close(self) -> None:
+        """Drop the connection to the process (it may keep running, as with the CRI)."""
+
+
+@runtime_checkable
+class StreamingRuntime(Protocol):
+    async def exec_stream(self, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool, stderr: bool,
+                          tty: bool) -> ExecSession:
+        """Start cmd in the container with the given streams attached. Raises NotFoundError."""

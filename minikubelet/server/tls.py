@@ -1,0 +1,76 @@
+"""The serving TLS of the kubelet API (upstream `cmd/kubelet/app/server.go` InitializeTLS).
+
+`tlsCertFile`/`tlsPrivateKeyFile` when given; otherwise a self-signed certificate kept in
+`<rootDir>/pki/kubelet.crt` and `kubelet.key` (made once, reused after restarts), as upstream does when
+neither file nor serverTLSBootstrap is set. The API server does not verify it unless told to
+(`--kubelet-certificate-authority`).
+
+Client certificates are requested, never required (Go's RequestClientCert + verification against
+`authentication.x509.clientCAFile`): a client without one reaches the authenticator and gets 401 there.
+Unlike Go, Python's ssl fails the handshake on a certificate the CA did not sign instead of treating
+the client as anonymous; either way such a client is refused.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import ssl
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
+
+
+def self_signed_paths(root_dir: str) -> tuple[str, str]:
+    pki = os.path.join(root_dir, "pki")
+    return os.path.join(pki, "kubelet.crt"), os.path.join(pki, "kubelet.key")
+
+
+def write_self_signed(cert_path: str, key_path: str, host: str, ips: list[str]) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
+    sans: list[x509.GeneralName] = [x509.DNSName(host), x509.DNSName("localhost")]
+    for ip in {*ips, "127.0.0.1"}:
+        if ip:
+            sans.append(x509.IPAddress(ipaddress.ip_address(ip)))
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + SELF_SIGNED_VALIDITY)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    os.makedirs(os.path.dirname(cert_path), mode=0o700, exist_ok=True)
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    fd = os.open(key_path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key_pem)
+    with open(cert_path + ".tmp", "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    os.replace(key_path + ".tmp", key_path)
+    os.replace(cert_path + ".tmp", cert_path)
+
+
+def serving_context(cert_file: str, key_file: str, client_ca_file: str, *, root_dir: str, host: str,
+                    ips: list[str]) -> ssl.SSLContext:
+    if not cert_file or not key_file:
+        cert_file, key_file = self_signed_paths(root_dir)
+        if not (os.path.exists(cert_file) and os.path.exists(key_file)):
+            write_self_signed(cert_file, key_file, host, ips)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_file, key_file)
+    if client_ca_file:
+        ctx.load_verify_locations(cafile=client_ca_file)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    # No ALPN, as the recorded kubelet: the API server then speaks HTTP/1.1 (which is all aiohttp serves).
+    return ctx
