@@ -7,7 +7,7 @@ import logging
 import os
 import signal
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
 
@@ -23,11 +23,9 @@ from minikubelet.base.podview import Pod
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
 from minikubelet.events import EventRecorder
-from minikubelet.kubeapi.rest import user_agent
 from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
-from minikubelet.node.join import JoinSettings, NodeJoin
 from minikubelet.node.labels import initial_node
 from minikubelet.node.machine import hugepages_capacity, machine_info
 from minikubelet.node.status import NodeStatusInputs, runtime_errors
@@ -37,7 +35,6 @@ from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempte
 from minikubelet.pod.security_admission import admit_handlers
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
-from minikubelet.server.kubelet_api_wiring import start_kubelet_api
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
@@ -63,6 +60,9 @@ from minikubelet.worker.security_context import SecurityOptions
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
 from probes.manager import ProbeManager
+
+if TYPE_CHECKING:
+    from minikubelet.node.join import NodeJoin
 
 log = logging.getLogger("minikubelet.agent")
 
@@ -144,7 +144,15 @@ class Agent:
         self._runtime_error: str | None = None
         self._runtime_ok: float | None = None  # monotonic time of the last answer of the runtime
         self._stop = asyncio.Event()
-        self.join = NodeJoin(JoinSettings(
+        self.join: NodeJoin | None = self._node_join() if config.kubeconfig or config.bootstrap_kubeconfig else None
+
+    def _node_join(self) -> NodeJoin:
+        # Imported only when joining: the API client, TLS and certificates are most of a standalone agent's RSS.
+        from minikubelet.kubeapi.rest import user_agent
+        from minikubelet.node.join import JoinSettings, NodeJoin
+
+        config = self.config
+        return NodeJoin(JoinSettings(
             node_name=self.node_name, root_dir=config.root_dir, kubeconfig=config.kubeconfig,
             bootstrap_kubeconfig=config.bootstrap_kubeconfig, node_labels=config.node_labels,
             register_with_taints=config.register_with_taints, qps=config.kube_api_qps, burst=config.kube_api_burst,
@@ -152,7 +160,7 @@ class Agent:
             report_frequency=config.node_status_report_frequency,
             lease_duration=config.node_lease_duration_seconds, rotate_certificates=config.rotate_certificates,
             agent=user_agent(__version__),
-        ), self.clock, self._node_status_inputs) if config.kubeconfig or config.bootstrap_kubeconfig else None
+        ), self.clock, self._node_status_inputs)
 
     def _probe_changed(self, uid: str) -> None:
         self.workers.wake(uid)
@@ -288,11 +296,14 @@ class Agent:
         if self.join is not None:
             # TLS bootstrap and registration before the pods (bounded: see node/join.py).
             await self.join.start()
-        await start_kubelet_api(cfg, self.server, joined=self.join is not None,
-                                client=self.join.client if self.join is not None else None,
-                                node_name=self.node_name, host_ip=self.host_ip,
-                                pods=lambda: self.manager.desired.values(), runtime=self.runtime,
-                                streaming=self.streaming)
+        if cfg.port > 0 or (cfg.port < 0 and self.join is not None):
+            from minikubelet.server.kubelet_api_wiring import start_kubelet_api  # only a node that serves it
+
+            await start_kubelet_api(cfg, self.server, joined=self.join is not None,
+                                    client=self.join.client if self.join is not None else None,
+                                    node_name=self.node_name, host_ip=self.host_ip,
+                                    pods=lambda: self.manager.desired.values(), runtime=self.runtime,
+                                    streaming=self.streaming)
         await self.static.sync()
         if self.url_source is not None:
             await self.url_source.sync()

@@ -24,7 +24,7 @@ import struct
 import sys
 from typing import IO, Any, Protocol
 
-from minikubelet.api.validation import FieldError
+from minikubelet.api.field import FieldError
 from minikubelet.sources.static_pod import HTTP_SOURCE, ManifestError, StaticPod, make_static_pod, parse_manifest
 from minikubelet.sources.url_manifest import build_url_pods, pods_from_reply
 

@@ -13,9 +13,7 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from minikubelet.api.defaults import apply_defaults
-from minikubelet.api.schema import check_types
-from minikubelet.api.validation import FieldError, format_errors, validate_manifest, validate_pod
+from minikubelet.api.field import FieldError, format_errors
 from minikubelet.sources.manifest_reader import DEFAULT_BOUNDS, MAX_MANIFEST_BYTES, Bounds, YAMLLoadError, load_yaml
 
 __all__ = ["MAX_MANIFEST_BYTES", "ManifestError", "make_static_pod", "parse_manifest", "should_read"]
@@ -141,6 +139,11 @@ def make_static_pod(
     not a valid pod. `.warnings` on the result name the manifest's unknown fields (the pod still
     runs, as the API server would accept it).
     """
+    # Imported here: only the parser process builds pods, and the schema tables are heavy for the agent itself.
+    from minikubelet.api.defaults import apply_defaults
+    from minikubelet.api.schema import check_types
+    from minikubelet.api.validation import validate_manifest, validate_pod
+
     types = check_types(pod)
     if types.errors:
         # The manifest as written, so that every error is listed before its types get in the way.
