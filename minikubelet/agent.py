@@ -36,10 +36,12 @@ from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempte
 from minikubelet.pod.security_admission import admit_handlers
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
+from minikubelet.sources.apiserver import ApiserverPodSource
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
 from minikubelet.sources.url import URLPodSource
+from minikubelet.status.api_sync import PodStatusSync
 from minikubelet.status.manager import StatusManager
 from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
 from minikubelet.worker.backoff import (
@@ -55,7 +57,7 @@ from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
-from minikubelet.worker.lifecycle import KillPodOptions
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
 from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.security_context import SecurityOptions
 from minikubelet.worker.sync import PodSyncer
@@ -134,6 +136,8 @@ class Agent:
             self._set_source_pods, parser, check_frequency=config.http_check_frequency,
         ) if config.static_pod_url else None
         self._orphans_pending = True
+        self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
+        self.status_sync: PodStatusSync | None = None
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
                                     self.recorder.list, self.probe_registry,
                                     pods_version=lambda: self.statuses.version)
@@ -168,11 +172,25 @@ class Agent:
 
     def _stop_orphans_once_sources_seen(self) -> None:
         # As upstream's sourcesReady: until the manifest URL answered once, its pods are not orphans.
-        if not self._orphans_pending or (self.url_source is not None and not self.url_source.seen):
+        if not self._orphans_pending or (self.url_source is not None and not self.url_source.seen) or (
+                self.api_source is not None and not self.api_source.seen):
             return
         self._orphans_pending = False
         self.manager.adopt_orphans(self.pleg.runtime_uids)
         self._sweep_orphans()
+
+    def _pod_terminated(self, uid: str) -> bool:
+        """Nothing of the pod can run any more (its worker terminated it, or it has none)."""
+        w = self.workers.get(uid)
+        return w is None or w.lifecycle is PodLifecycle.TERMINATED
+
+    def _start_api_pods(self) -> None:
+        """Joined: pods bound to the node come from the API server and their statuses go back there."""
+        assert self.join is not None and self.join.client is not None
+        client = self.join.client
+        self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
+                                             max_pods=10 * max(self.config.max_pods, 1))
+        self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated)
 
     def _known_uids(self) -> set[str]:
         """Every pod that has, or may still get, a cgroup or a pod directory."""
@@ -284,6 +302,7 @@ class Agent:
         if self.join is not None:
             # TLS bootstrap and registration before the pods (bounded: see node/join.py).
             await self.join.start()
+            self._start_api_pods()
         await self.static.sync()
         if self.url_source is not None:
             await self.url_source.sync()
@@ -302,6 +321,8 @@ class Agent:
                     tg.create_task(self.container_gc.run(), name="container-gc"),
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
+                    *([tg.create_task(self.api_source.run(), name="api-pods")] if self.api_source else []),
+                    *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")
