@@ -9,6 +9,7 @@ from typing import Any
 
 from minikubelet.base.clock import RealClock
 from minikubelet.base.podview import Pod
+from minikubelet.kubeapi.watch import LIST, WatchEvent
 from minikubelet.sources.apiserver import API_SOURCE, ApiserverPodSource
 from tests.apiserver import ApiServer
 from tests.apiserver.fixtures import api_server  # noqa: F401
@@ -118,11 +119,8 @@ async def test_relists_after_410_and_resumes_after_a_drop(api_server: ApiServer,
 
 
 def test_foreign_and_malformed_objects_are_dropped_and_the_set_is_bounded() -> None:
-    from minikubelet.kubeapi.watch import LIST, WatchEvent
-
     sets = Sets()
-    source = ApiserverPodSource.__new__(ApiserverPodSource)
-    source.__init__(None, "n1", RealClock(), sets, max_pods=2)  # type: ignore[arg-type, misc]
+    source = ApiserverPodSource(None, "n1", RealClock(), sets, max_pods=2)  # type: ignore[arg-type]  # never talks
     items = [_pod(f"p{i}", "n1") for i in range(3)] + [_pod("x", "n2"), {"metadata": "bad"}]
     for i, item in enumerate(items[:4]):
         item["metadata"]["uid"] = f"u{i}"
