@@ -54,9 +54,11 @@ HASH_ANNOTATION = "kubernetes.io/config.hash"
 
 
 def _without_nulls(value: Any) -> Any:
-    """Go prints unset pointers as null; they equal an absent key, so a diff must not delete them again."""
+    """Go prints unset pointers as null and unset structs as {} (`lastState`, `resources`); both equal an
+    absent key. Both sides of the diff go through this, so such a field never makes a PATCH on its own."""
     if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        out = {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in out.items() if v != {}}
     if isinstance(value, list):
         return [_without_nulls(v) for v in value]
     return value
@@ -103,7 +105,9 @@ class PodStatusSync:
         self.sync_period = sync_period
         self._api_versions: dict[str, int] = {}  # uid -> the status version the API server has
         self._dirty: set[str] = set()
-        self._awaiting_delete: set[str] = set()  # deleted in the API; the final DELETE waits for the worker
+        # uids whose next write waits for the worker to finish: a terminal phase held back, the final DELETE
+        self._awaiting_worker: set[str] = set()
+        self._after_worker: set[str] = set()  # ... of which the prompt sync after termination ran (then: periodic)
         self._wake = asyncio.Event()
         statuses.add_listener(self._changed)
 
@@ -112,7 +116,8 @@ class PodStatusSync:
         if status is None:
             self._api_versions.pop(uid, None)
             self._dirty.discard(uid)
-            self._awaiting_delete.discard(uid)
+            self._awaiting_worker.discard(uid)
+            self._after_worker.discard(uid)
             return
         self._dirty.add(uid)
         self._wake.set()
@@ -120,7 +125,7 @@ class PodStatusSync:
     async def run(self) -> None:
         last_full = self.clock.monotonic()
         while True:
-            timeout = TERMINATION_POLL if self._awaiting_delete else self.sync_period
+            timeout = TERMINATION_POLL if self._awaiting_worker - self._after_worker else self.sync_period
             sleeper = asyncio.ensure_future(self.clock.sleep(timeout))
             waker = asyncio.ensure_future(self._wake.wait())
             try:
@@ -133,7 +138,9 @@ class PodStatusSync:
             self._wake.clear()
             uids = set(self._dirty)
             self._dirty.clear()
-            uids |= {u for u in self._awaiting_delete if self.terminated(u)}
+            finished = {u for u in self._awaiting_worker - self._after_worker if self.terminated(u)}
+            self._after_worker |= finished
+            uids |= finished
             if self.clock.monotonic() - last_full >= self.sync_period:
                 last_full = self.clock.monotonic()
                 uids |= {podview.uid(e.pod) for e in self.statuses.statuses() if self.needs_update(podview.uid(e.pod))}
@@ -144,7 +151,7 @@ class PodStatusSync:
         entry = self.statuses.get(uid)
         if entry is None:
             return False
-        return self._api_versions.get(uid, -1) < entry.version or (uid in self._awaiting_delete
+        return self._api_versions.get(uid, -1) < entry.version or (uid in self._awaiting_worker
                                                                     and self.terminated(uid))
 
     async def sync_pod(self, uid: str) -> None:
@@ -166,7 +173,7 @@ class PodStatusSync:
             api_pod = await self.client.get(path)
         except ApiError as e:
             if e.not_found:
-                self._awaiting_delete.discard(uid)
+                self._awaiting_worker.discard(uid)
                 log.debug("pod does not exist on the server", extra={"kv": {"pod": podview.format_pod(pod)}})
                 return
             raise
@@ -178,7 +185,7 @@ class PodStatusSync:
                      extra={"kv": {"pod": podview.format_pod(pod), "oldPodUID": uid, "podUID": api_uid}})
             return
         old = _without_nulls(api_pod.get("status") or {})
-        merged = merge_pod_status(old, entry.status, not self.terminated(uid))
+        merged = _without_nulls(merge_pod_status(old, entry.status, not self.terminated(uid)))
         patch = pod_status_patch(api_uid, old, merged)
         if set(patch) != {"metadata"}:
             try:
@@ -188,6 +195,9 @@ class PodStatusSync:
                     log.info("pod status not written", extra={"kv": {"pod": podview.format_pod(pod), "err": str(e)}})
                     return
                 raise
+        held_back = merged.get("phase") != entry.status.get("phase")
+        if held_back:
+            self._awaiting_worker.add(uid)  # written again once nothing of the pod runs (upstream TerminatePod)
         current = self.statuses.get(uid)
         if current is not None and current.version == version:
             self._api_versions[uid] = version
@@ -195,8 +205,10 @@ class PodStatusSync:
             self._dirty.add(uid)  # changed while we wrote: again
             self._wake.set()
         if mirror or not api_md.get("deletionTimestamp"):
+            if not held_back:
+                self._awaiting_worker.discard(uid)
             return
-        self._awaiting_delete.add(uid)
+        self._awaiting_worker.add(uid)
         if (api_pod.get("status") or {}).get("phase") in TERMINAL and self.terminated(uid):
             await self._final_delete(path, pod, api_uid)
 
@@ -212,7 +224,7 @@ class PodStatusSync:
         else:
             log.info("pod fully terminated and removed from the API server",
                      extra={"kv": {"pod": podview.format_pod(pod)}})
-        self._awaiting_delete.discard(podview.uid(pod))
+        self._awaiting_worker.discard(podview.uid(pod))
 
     @staticmethod
     def _is_mirror_of(api_pod: Json, pod: Pod) -> bool:
