@@ -31,6 +31,7 @@ from minikubelet.node.labels import initial_node
 from minikubelet.node.machine import hugepages_capacity, machine_info
 from minikubelet.node.status import NodeStatusInputs, runtime_errors
 from minikubelet.pod.manager import PodManager
+from minikubelet.pod.mirror import MirrorPods, StaticPod, is_static_pod
 from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
 from minikubelet.pod.security_admission import admit_handlers
@@ -138,6 +139,7 @@ class Agent:
         self._orphans_pending = True
         self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
         self.status_sync: PodStatusSync | None = None
+        self.mirrors: MirrorPods | None = None
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
                                     self.recorder.list, self.probe_registry,
                                     pods_version=lambda: self.statuses.version)
@@ -164,9 +166,13 @@ class Agent:
 
     def _worker_finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)
+        if self.mirrors is not None:
+            self.mirrors.wake()  # a static pod's mirror goes once the static pod has stopped
 
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
         self.pod_config.set_source_pods(source, pods)
+        if self.mirrors is not None:
+            self.mirrors.wake()
         self._update_gauges()
         self._stop_orphans_once_sources_seen()
 
@@ -188,9 +194,22 @@ class Agent:
         """Joined: pods bound to the node come from the API server and their statuses go back there."""
         assert self.join is not None and self.join.client is not None
         client = self.join.client
+        self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)
         self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
-                                             max_pods=10 * max(self.config.max_pods, 1))
+                                             max_pods=10 * max(self.config.max_pods, 1),
+                                             mirrors=self.mirrors.set_mirror_pods)
         self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated)
+
+    def _static_pods(self) -> list[StaticPod]:
+        """Static pods wanted or still stopping, for their mirror pods."""
+        out: dict[str, StaticPod] = {}
+        for uid, pod in [*self.manager.desired.items(), *((w, p) for w, p in zip(
+                self.workers.uids(), self.workers.pods(), strict=True))]:
+            if uid in out or not is_static_pod(pod):
+                continue
+            w = self.workers.get(uid)
+            out[uid] = StaticPod(pod, terminating=w is not None and w.terminating)
+        return list(out.values())
 
     def _known_uids(self) -> set[str]:
         """Every pod that has, or may still get, a cgroup or a pod directory."""
@@ -323,6 +342,7 @@ class Agent:
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
                     *([tg.create_task(self.api_source.run(), name="api-pods")] if self.api_source else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
+                    *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")

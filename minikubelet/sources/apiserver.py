@@ -31,16 +31,21 @@ API_SOURCE = "api"
 PODS_PATH = "/api/v1/pods"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 CONFIG_SEEN_ANNOTATION = "kubernetes.io/config.seen"
+CONFIG_MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 DEFAULT_MAX_PODS = 10 * 110
 
 
 class ApiserverPodSource:
     def __init__(self, client: RestClient, node_name: str, clock: Clock,
                  update: Callable[[str, list[Pod]], None], *, max_pods: int = DEFAULT_MAX_PODS,
+                 mirrors: Callable[[list[Pod]], None] = lambda _pods: None,
                  min_watch_timeout: float | None = None) -> None:
+        """`update(source, pods)` gets the pods to run; `mirrors(pods)` the mirror pods of our static pods,
+        which are never run (upstream: the pod manager keeps them apart)."""
         self.node_name = node_name
         self.clock = clock
         self._update = update
+        self._mirrors = mirrors
         self.max_pods = max_pods
         kwargs: dict[str, Any] = {} if min_watch_timeout is None else {"min_timeout": min_watch_timeout}
         self.watch = ListWatch(client, PODS_PATH, clock, field_selector=f"spec.nodeName={node_name}", **kwargs)
@@ -66,7 +71,9 @@ class ApiserverPodSource:
             self._put(event.object)
         self._seen = {uid: t for uid, t in self._seen.items() if uid in self._pods}
         self.seen = True
-        self._update(API_SOURCE, [self._annotated(p) for p in self._pods.values()])
+        mirrors = [p for p in self._pods.values() if _is_mirror(p)]
+        self._update(API_SOURCE, [self._annotated(p) for p in self._pods.values() if not _is_mirror(p)])
+        self._mirrors(mirrors)
 
     def _valid(self, obj: Pod) -> bool:
         md = obj.get("metadata")
@@ -103,3 +110,8 @@ class ApiserverPodSource:
         md["annotations"] = annotations
         # List items come without kind and apiVersion, watch events with them: the same pod either way.
         return {**{k: v for k, v in pod.items() if k != "status"}, "apiVersion": "v1", "kind": "Pod", "metadata": md}
+
+
+def _is_mirror(pod: Pod) -> bool:
+    annotations = podview.meta(pod).get("annotations")
+    return isinstance(annotations, dict) and bool(annotations.get(CONFIG_MIRROR_ANNOTATION))
