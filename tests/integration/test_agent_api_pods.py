@@ -110,3 +110,40 @@ async def _exists(admin: Any, plural: str, name: str, namespace: str = "") -> bo
     except ApiStatusError:
         return False
     return True
+
+
+async def test_static_pod_has_a_running_mirror_pod(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    admin = api.admin()
+    agent.put("web.yaml", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+                           "spec": {"containers": [{"name": "main", "image": BUSYBOX_IMAGE,
+                                                    "imagePullPolicy": "IfNotPresent",
+                                                    "command": ["sh", "-c", "exec sleep 100000"]}]}})
+    agent.start()
+    name = f"web-{agent.node}"
+    try:
+        async def mirror_running() -> dict[str, Any] | None:
+            try:
+                pod = await admin.get("pods", name, "default")
+            except ApiStatusError:
+                return None
+            return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+
+        mirror = await agent.wait_for("the mirror pod Running", mirror_running, timeout=60)
+        md = mirror["metadata"]
+        assert md["annotations"]["kubernetes.io/config.mirror"] == md["annotations"]["kubernetes.io/config.hash"]
+        assert md["annotations"]["kubernetes.io/config.source"] == "file"
+        node = await admin.get("nodes", agent.node)
+        assert md["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+        # the mirror pod is not run a second time
+        local = await agent.pods()
+        assert [p["metadata"]["name"] for p in local] == [name]
+        # the manifest removed: the static pod stops, its mirror goes
+        (agent.manifests / "web.yaml").unlink()
+
+        async def mirror_gone() -> bool:
+            return not await _exists(admin, "pods", name, "default")
+
+        await agent.wait_for("the mirror pod deleted", mirror_gone, timeout=60)
+    finally:
+        await stop_and_clean(agent, docker)
