@@ -21,8 +21,8 @@ from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
-from minikubelet.events import EventRecorder
-from minikubelet.kubeapi.rest import user_agent
+from minikubelet.events import ApiEventSink, EventRecorder
+from minikubelet.kubeapi.rest import RestClient, user_agent
 from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
@@ -140,6 +140,7 @@ class Agent:
         self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
         self.status_sync: PodStatusSync | None = None
         self.mirrors: MirrorPods | None = None
+        self.event_sink: ApiEventSink | None = None
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
                                     self.recorder.list, self.probe_registry,
                                     pods_version=lambda: self.statuses.version)
@@ -199,6 +200,10 @@ class Agent:
                                              max_pods=10 * max(self.config.max_pods, 1),
                                              mirrors=self.mirrors.set_mirror_pods)
         self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated)
+        # Events get a client of their own, as upstream's kubelet: limited by the sink's bucket (eventRecordQPS
+        # 50 / eventBurst 100) only, so a burst of events never takes the node's kubeAPIQPS from its status.
+        self.event_sink = ApiEventSink(RestClient(client.config, self.clock, qps=0, agent=client.agent), self.clock)
+        self.recorder.add_sink(self.event_sink)
 
     def _static_pods(self) -> list[StaticPod]:
         """Static pods wanted or still stopping, for their mirror pods."""
@@ -343,6 +348,7 @@ class Agent:
                     *([tg.create_task(self.api_source.run(), name="api-pods")] if self.api_source else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
                     *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
+                    *([tg.create_task(self.event_sink.run(), name="event-sink")] if self.event_sink else []),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")
@@ -359,3 +365,5 @@ class Agent:
             await self.server.close()
             if self.join is not None:
                 await self.join.close()
+            if self.event_sink is not None:
+                await self.event_sink.client.close()
