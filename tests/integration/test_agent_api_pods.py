@@ -1,6 +1,7 @@
-"""Issue 13 items 4-5 end to end: the real agent, joined to the test API server, runs a pod bound to its
-node on the real Docker Engine, reports it Running through the API, and honours a graceful DELETE: a
-SIGTERM-ignoring container is SIGKILLed at the deletion's grace, then the pod is deleted for good."""
+"""Issue 13 items 4-7 end to end: the real agent, joined to the test API server, runs a pod bound to its
+node on the real Docker Engine, reports it Running through the API (and its events), and honours a
+graceful DELETE: a SIGTERM-ignoring container is SIGKILLed at the deletion's grace, then the pod is
+deleted for good. A static pod has a mirror pod showing its status."""
 
 from __future__ import annotations
 
@@ -79,6 +80,14 @@ async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(
         # the scheduler's PodScheduled stays, the kubelet's conditions follow
         types = [c["type"] for c in pod["status"]["conditions"]]
         assert "PodScheduled" in types and "Initialized" in types
+
+        async def started_event() -> bool:
+            events = (await admin.list("events", "default"))["items"]
+            return any(e["reason"] == "Started" and e["involvedObject"]["name"] == "stubborn"
+                       and e["involvedObject"].get("fieldPath") == "spec.containers{main}"
+                       and e["source"] == {"component": "kubelet", "host": agent.node} for e in events)
+
+        await agent.wait_for("the Started event in the API", started_event, timeout=15)
         started = time.monotonic()
         await admin.delete("pods", "stubborn", "default", grace=4)
 
