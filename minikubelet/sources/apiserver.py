@@ -100,16 +100,16 @@ class ApiserverPodSource:
         from and when the agent first saw it. Only our copy changes, never the API object."""
         uid = podview.uid(pod)
         seen = self._seen.setdefault(uid, rfc3339(self.clock.now()))
-        # What changes on every status write (status, resourceVersion, managedFields) is not the pod's
-        # configuration: left out, our own status PATCHes do not come back as pod updates (upstream
-        # checkAndUpdatePod compares spec, labels, annotations and the deletion fields only).
-        md = {k: v for k, v in pod["metadata"].items() if k not in ("resourceVersion", "managedFields")}
+        # The status stays: conditions other components set (readiness gates, DisruptionTarget) and a terminal
+        # phase are read from it (upstream HandlePodReconcile). managedFields are of no use here and can be
+        # large: left out.
+        md = {k: v for k, v in pod["metadata"].items() if k != "managedFields"}
         annotations = dict(md.get("annotations") or {})
         annotations[CONFIG_SOURCE_ANNOTATION] = API_SOURCE
         annotations.setdefault(CONFIG_SEEN_ANNOTATION, seen)
         md["annotations"] = annotations
         # List items come without kind and apiVersion, watch events with them: the same pod either way.
-        return {**{k: v for k, v in pod.items() if k != "status"}, "apiVersion": "v1", "kind": "Pod", "metadata": md}
+        return {**pod, "apiVersion": "v1", "kind": "Pod", "metadata": md}
 
 
 def _is_mirror(pod: Pod) -> bool:
