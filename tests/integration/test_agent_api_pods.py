@@ -5,6 +5,7 @@ deleted for good. A static pod has a mirror pod showing its status."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -88,6 +89,15 @@ async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(
                        and e["source"] == {"component": "kubelet", "host": agent.node} for e in events)
 
         await agent.wait_for("the Started event in the API", started_event, timeout=15)
+
+        # a steady pod is not patched again: our own writes coming back through the watch change nothing
+        def status_patches() -> int:
+            return sum(1 for u, m, p in api.handler.requests
+                       if u == f"system:node:{agent.node}" and m == "PATCH" and p.endswith("/pods/stubborn/status"))
+
+        before = status_patches()
+        await asyncio.sleep(3)
+        assert status_patches() - before <= 1
         started = time.monotonic()
         await admin.delete("pods", "stubborn", "default", grace=4)
 

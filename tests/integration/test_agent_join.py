@@ -96,8 +96,16 @@ async def test_agent_joins_through_tls_bootstrap(tmp_path: Path, api: ApiServer,
         assert any("registry.k8s.io/pause:3.10" in i["names"] for i in status["images"])
         assert [a["type"] for a in status["addresses"]] == ["InternalIP", "Hostname"]
         assert node["metadata"]["labels"]["node.kubernetes.io/pool"] == "test"
-        # the lease, renewed every 2 s (a quarter of 8 s)
-        lease = await admin.get("leases", agent.node, "kube-node-lease", "coordination.k8s.io/v1")
+        # the lease, renewed every 2 s (a quarter of 8 s); created by its own task once the pods started, so
+        # it may come a moment after the Node is Ready (the registration happens before the pods)
+        async def lease_created() -> dict[str, Any] | None:
+            try:
+                found: dict[str, Any] = await admin.get("leases", agent.node, "kube-node-lease", "coordination.k8s.io/v1")
+            except ApiStatusError:
+                return None
+            return found
+
+        lease = await agent.wait_for("the lease", lease_created, timeout=10)
         assert lease["spec"]["holderIdentity"] == agent.node and lease["spec"]["leaseDurationSeconds"] == 8
         assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
         first = lease["spec"]["renewTime"]
