@@ -54,7 +54,7 @@ from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
-from minikubelet.worker.lifecycle import KillPodOptions
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
 from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.security_context import SecurityOptions
 from minikubelet.worker.sync import PodSyncer
@@ -62,7 +62,11 @@ from minikubelet.worker.workers import PodWorker, PodWorkers
 from probes.manager import ProbeManager
 
 if TYPE_CHECKING:
+    from minikubelet.events.api_sink import ApiEventSink
     from minikubelet.node.join import NodeJoin
+    from minikubelet.pod.mirror import MirrorPods, StaticPod
+    from minikubelet.sources.apiserver import ApiserverPodSource
+    from minikubelet.status.api_sync import PodStatusSync
 
 log = logging.getLogger("minikubelet.agent")
 
@@ -138,6 +142,10 @@ class Agent:
             self._set_source_pods, parser, check_frequency=config.http_check_frequency,
         ) if config.static_pod_url else None
         self._orphans_pending = True
+        self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
+        self.status_sync: PodStatusSync | None = None
+        self.mirrors: MirrorPods | None = None
+        self.event_sink: ApiEventSink | None = None
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
                                     self.recorder.list, self.probe_registry,
                                     pods_version=lambda: self.statuses.version)
@@ -172,19 +180,63 @@ class Agent:
 
     def _worker_finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)
+        if self.mirrors is not None:
+            self.mirrors.wake()  # a static pod's mirror goes once the static pod has stopped
 
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
         self.pod_config.set_source_pods(source, pods)
+        if self.mirrors is not None:
+            self.mirrors.wake()
         self._update_gauges()
         self._stop_orphans_once_sources_seen()
 
     def _stop_orphans_once_sources_seen(self) -> None:
         # As upstream's sourcesReady: until the manifest URL answered once, its pods are not orphans.
-        if not self._orphans_pending or (self.url_source is not None and not self.url_source.seen):
+        if not self._orphans_pending or (self.url_source is not None and not self.url_source.seen) or (
+                self.api_source is not None and not self.api_source.seen):
             return
         self._orphans_pending = False
         self.manager.adopt_orphans(self.pleg.runtime_uids)
         self._sweep_orphans()
+
+    def _pod_terminated(self, uid: str) -> bool:
+        """Nothing of the pod can run any more (its worker terminated it, or it has none)."""
+        w = self.workers.get(uid)
+        return w is None or w.lifecycle is PodLifecycle.TERMINATED
+
+    def _start_api_pods(self) -> None:
+        """Joined: pods bound to the node come from the API server and their statuses go back there."""
+        # Imported only when joined, as the join itself (the API client is heavy for a standalone agent).
+        from minikubelet.events.api_sink import ApiEventSink
+        from minikubelet.kubeapi.rest import RestClient
+        from minikubelet.pod.mirror import MirrorPods
+        from minikubelet.sources.apiserver import ApiserverPodSource
+        from minikubelet.status.api_sync import PodStatusSync
+
+        assert self.join is not None and self.join.client is not None
+        client = self.join.client
+        self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)
+        self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
+                                             max_pods=10 * max(self.config.max_pods, 1),
+                                             mirrors=self.mirrors.set_mirror_pods)
+        self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated)
+        # Events get a client of their own, as upstream's kubelet: limited by the sink's bucket (eventRecordQPS
+        # 50 / eventBurst 100) only, so a burst of events never takes the node's kubeAPIQPS from its status.
+        self.event_sink = ApiEventSink(RestClient(client.config, self.clock, qps=0, agent=client.agent), self.clock)
+        self.recorder.add_sink(self.event_sink)
+
+    def _static_pods(self) -> list[StaticPod]:
+        """Static pods wanted or still stopping, for their mirror pods."""
+        from minikubelet.pod.mirror import StaticPod, is_static_pod
+
+        out: dict[str, StaticPod] = {}
+        for uid, pod in [*self.manager.desired.items(), *((w, p) for w, p in zip(
+                self.workers.uids(), self.workers.pods(), strict=True))]:
+            if uid in out or not is_static_pod(pod):
+                continue
+            w = self.workers.get(uid)
+            out[uid] = StaticPod(pod, terminating=w is not None and w.terminating)
+        return list(out.values())
 
     def _known_uids(self) -> set[str]:
         """Every pod that has, or may still get, a cgroup or a pod directory."""
@@ -296,6 +348,7 @@ class Agent:
         if self.join is not None:
             # TLS bootstrap and registration before the pods (bounded: see node/join.py).
             await self.join.start()
+            self._start_api_pods()
         if cfg.port > 0 or (cfg.port < 0 and self.join is not None):
             from minikubelet.server.kubelet_api_wiring import start_kubelet_api  # only a node that serves it
 
@@ -322,6 +375,10 @@ class Agent:
                     tg.create_task(self.container_gc.run(), name="container-gc"),
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
+                    *([tg.create_task(self.api_source.run(), name="api-pods")] if self.api_source else []),
+                    *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
+                    *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
+                    *([tg.create_task(self.event_sink.run(), name="event-sink")] if self.event_sink else []),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")
@@ -338,3 +395,5 @@ class Agent:
             await self.server.close()
             if self.join is not None:
                 await self.join.close()
+            if self.event_sink is not None:
+                await self.event_sink.client.close()

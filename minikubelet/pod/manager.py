@@ -16,9 +16,21 @@ from minikubelet.events import EventRecorder
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
 from minikubelet.sources.merge import PodOp, PodUpdate
 from minikubelet.status.manager import StatusManager
+from minikubelet.worker.lifecycle import KillPodOptions
 from minikubelet.worker.workers import PodWorkers
 
 log = logging.getLogger("minikubelet.pod.manager")
+
+
+def _deletion_kill(pod: Pod) -> KillPodOptions | None:
+    """A pod the API server is deleting gracefully (upstream HandlePodUpdates → the pod worker sees the
+    deletionTimestamp): kill it with the smaller of `deletionGracePeriodSeconds` and the pod's own grace. The
+    deletion's grace goes in as an override too, so a second, shorter delete shortens a kill under way."""
+    md = podview.meta(pod)
+    if not md.get("deletionTimestamp"):
+        return None
+    grace = md.get("deletionGracePeriodSeconds")
+    return KillPodOptions(grace_override=grace if isinstance(grace, int) and not isinstance(grace, bool) else None)
 
 
 class PodManager:
@@ -49,7 +61,7 @@ class PodManager:
                 if uid in self._waiting:
                     self._waiting[uid] = p
                 elif uid in self.workers:
-                    self.workers.update_pod(p)
+                    self.workers.update_pod(p, kill=_deletion_kill(p))
 
     def _remove(self, pod: Pod) -> None:
         uid = podview.uid(pod)
@@ -70,6 +82,12 @@ class PodManager:
     def _admit(self, pod: Pod) -> None:
         uid = podview.uid(pod)
         if uid in self._rejected or uid in self.workers:
+            return
+        kill = _deletion_kill(pod)
+        if kill is not None:
+            # Deleted before it ran here (or while the agent was down): no admission, straight to
+            # terminating, so what may run of it stops within its grace and the final DELETE follows.
+            self.workers.update_pod(pod, kill=kill)
             return
         full = podview.full_name(pod)
         blocker = next((p for p in self.workers.pods() if podview.full_name(p) == full), None)

@@ -96,16 +96,16 @@ async def test_agent_joins_through_tls_bootstrap(tmp_path: Path, api: ApiServer,
         assert any("registry.k8s.io/pause:3.10" in i["names"] for i in status["images"])
         assert [a["type"] for a in status["addresses"]] == ["InternalIP", "Hostname"]
         assert node["metadata"]["labels"]["node.kubernetes.io/pool"] == "test"
-        # the lease (created right after registration), renewed every 2 s (a quarter of 8 s)
-        async def lease_created() -> bool:
+        # the lease, renewed every 2 s (a quarter of 8 s); created by its own task once the pods started, so
+        # it may come a moment after the Node is Ready (the registration happens before the pods)
+        async def lease_created() -> dict[str, Any] | None:
             try:
-                await admin.get("leases", agent.node, "kube-node-lease", "coordination.k8s.io/v1")
+                found: dict[str, Any] = await admin.get("leases", agent.node, "kube-node-lease", "coordination.k8s.io/v1")
             except ApiStatusError:
-                return False
-            return True
+                return None
+            return found
 
-        await agent.wait_for("the node's lease", lease_created, timeout=20)
-        lease = await admin.get("leases", agent.node, "kube-node-lease", "coordination.k8s.io/v1")
+        lease = await agent.wait_for("the lease", lease_created, timeout=20)
         assert lease["spec"]["holderIdentity"] == agent.node and lease["spec"]["leaseDurationSeconds"] == 8
         assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
         first = lease["spec"]["renewTime"]

@@ -9,6 +9,7 @@ import pytest
 
 from cri.fake import Program
 from minikubelet.base.podview import Pod
+from minikubelet.worker.lifecycle import PodLifecycle
 from tests.unit.fake_node import FakeNode, make_pod
 
 
@@ -83,3 +84,32 @@ async def test_completed_pods_do_not_count_against_max_pods(node: FakeNode) -> N
     node.config.set_source_pods("file", [*done, make_pod(name="web", uid="w")])
     await node.settle()
     assert node.phase("w") == "Running"
+
+
+def _deleted(pod: Pod, grace: int) -> Pod:
+    md = {**pod["metadata"], "deletionTimestamp": "2026-11-22T22:59:53Z", "deletionGracePeriodSeconds": grace}
+    return {**pod, "metadata": md}
+
+
+async def test_a_graceful_delete_kills_with_the_smaller_grace(node: FakeNode) -> None:
+    node.runtime.program("app", Program(ignore_stop_signal=True))
+    pod = make_pod(uid="u1", terminationGracePeriodSeconds=30)
+    node.config.set_source_pods("api", [pod])
+    await node.settle()
+    assert node.phase("u1") == "Running"
+    node.config.set_source_pods("api", [_deleted(pod, 4)])  # still in the source, being deleted
+    await node.settle()
+    worker = node.workers.get("u1")
+    assert worker is not None and worker.terminating
+    await node.advance(3)
+    assert "running" in node.container_state("app", "u1")["state"]  # SIGTERM ignored: grace not over
+    await node.advance(2)
+    assert "terminated" in node.container_state("app", "u1")["state"] and worker.lifecycle is PodLifecycle.TERMINATED
+    assert "u1" in node.workers  # the worker stays until the API server removes the pod
+
+
+async def test_a_pod_deleted_before_it_started_is_never_admitted(node: FakeNode) -> None:
+    node.config.set_source_pods("api", [_deleted(make_pod(uid="u9"), 30)])
+    await node.settle()
+    assert not [c for c in node.runtime.statuses() if c.labels.get("io.kubernetes.pod.uid") == "u9"
+                and c.labels.get("io.kubernetes.container.name") == "app"]

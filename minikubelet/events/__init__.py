@@ -1,9 +1,11 @@
-"""Kubernetes Events the agent records: a bounded local store, aggregated like the kubelet's recorder."""
+"""Kubernetes Events the agent records: a bounded local store, aggregated like the kubelet's recorder.
+Once the node joined a cluster, `events.api_sink.ApiEventSink` also writes them as core/v1 Events."""
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +92,11 @@ class EventRecorder:
         self._capacity = capacity
         self._events: OrderedDict[tuple[str, str, str, str, str], _Event] = OrderedDict()
         self._seq = 0
+        self._sinks: list[Callable[[dict[str, Any]], None]] = []
+
+    def add_sink(self, sink: Callable[[dict[str, Any]], None]) -> None:
+        """`sink(event)` gets every event as recorded (a v1 Event with count 1), after the local store."""
+        self._sinks.append(sink)
 
     def pod_event(self, pod: Pod, etype: str, reason: str, message: str, container: str = "") -> None:
         uid = podview.uid(pod)
@@ -107,6 +114,10 @@ class EventRecorder:
                                        reason, message, now, now)
             while len(self._events) > self._capacity:
                 self._events.popitem(last=False)
+        if self._sinks:
+            one = _Event(0, podview.namespace(pod), podview.name(pod), uid, path, etype, reason, message, now, now)
+            for sink in self._sinks:
+                sink(one.render(self._node))
         log.info(
             "event",
             extra={

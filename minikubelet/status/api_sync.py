@@ -1,0 +1,235 @@
+"""Pod statuses to the API server (upstream status_manager.go: syncPod, needsUpdate, mergePodStatus).
+
+A listener of the status manager marks a pod dirty when its status changed; one task syncs dirty pods,
+and every `sync_period` (10 s, upstream syncPeriod) all pods whose newest status version the API server
+has not acknowledged yet. One sync, as upstream:
+
+1. GET the pod. 404: nothing to do (its status is dropped when it leaves the sources). A different uid
+   under that name is a recreated pod (skipped), unless it is the mirror pod of our static pod: a static
+   pod's status is reported through its mirror.
+2. Merge (mergePodStatus): conditions the kubelet does not own stay as the API has them; ours replace
+   the kubelet's; `DisruptionTarget` (shared) is ours once we have one; the fields other components own
+   (`nominatedNodeName`, resource claim statuses) stay; a terminal phase is held back while containers
+   may still run.
+3. PATCH `pods/<name>/status` with a strategic merge patch from the API's status to the merged one
+   (`$setElementOrder/conditions`) and the uid precondition (`metadata.uid`), only when it differs.
+   409 (uid precondition, conflict) and 404 are logged; the next period tries again.
+4. A pod the API server is deleting whose phase there is terminal and whose worker has terminated is
+   deleted for good: DELETE with `gracePeriodSeconds: 0` and a uid precondition (`kubelet-13`). Mirror
+   pods never (upstream: "We don't handle graceful deletion of mirror pods").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from minikubelet.base import podview
+from minikubelet.base.clock import Clock
+from minikubelet.base.podview import Pod
+from minikubelet.kubeapi.patch import pod_status_patch
+from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
+from minikubelet.status.manager import StatusManager
+
+log = logging.getLogger("minikubelet.status.api_sync")
+Json = dict[str, Any]
+
+SYNC_PERIOD = 10.0  # upstream syncPeriod
+TERMINATION_POLL = 0.5  # how soon a terminated pod's final DELETE follows (upstream: TerminatePod's update)
+
+# kubetypes.PodConditionsByKubelet (with PodReadyToStartContainers, on by default in 1.36)
+KUBELET_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized", "ContainersReady", "PodResizeInProgress",
+                                "PodResizePending", "PodReadyToStartContainers"})
+SHARED_CONDITIONS = frozenset({"DisruptionTarget"})
+# status fields other components write; the kubelet leaves them as they are
+NOT_OWNED_FIELDS = ("nominatedNodeName", "resourceClaimStatuses", "extendedResourceClaimStatus",
+                    "nodeAllocatableResourceClaimStatuses")
+TERMINAL = frozenset({"Succeeded", "Failed"})
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+HASH_ANNOTATION = "kubernetes.io/config.hash"
+
+
+def _without_nulls(value: Any) -> Any:
+    """Go prints unset pointers as null and unset structs as {} (`lastState`, `resources`); both equal an
+    absent key. Both sides of the diff go through this, so such a field never makes a PATCH on its own."""
+    if isinstance(value, dict):
+        out = {k: _without_nulls(v) for k, v in value.items() if v is not None}
+        return {k: v for k, v in out.items() if v != {}}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def merge_pod_status(old: Json, new: Json, could_have_running_containers: bool) -> Json:
+    """upstream mergePodStatus: what the kubelet may write over the API's status `old`."""
+    merged = copy.deepcopy(new)
+    conditions = [c for c in old.get("conditions") or [] if isinstance(c, dict)
+                  and c.get("type") not in KUBELET_CONDITIONS]
+    for c in new.get("conditions") or []:
+        if not isinstance(c, dict):
+            continue
+        if c.get("type") in KUBELET_CONDITIONS:
+            conditions.append(copy.deepcopy(c))
+        elif c.get("type") in SHARED_CONDITIONS:
+            at = next((i for i, o in enumerate(conditions) if o.get("type") == c.get("type")), None)
+            if at is None:
+                conditions.append(copy.deepcopy(c))
+            else:
+                conditions[at] = copy.deepcopy(c)
+    merged["conditions"] = conditions
+    for key in NOT_OWNED_FIELDS:
+        merged.pop(key, None)
+        if key in old:
+            merged[key] = copy.deepcopy(old[key])
+    # Never report a terminal phase while containers may still run: controllers would reuse what they hold.
+    if old.get("phase") not in TERMINAL and merged.get("phase") in TERMINAL and could_have_running_containers:
+        for key in ("phase", "reason", "message"):
+            merged.pop(key, None)
+            if key in old:
+                merged[key] = old[key]
+    return merged
+
+
+class PodStatusSync:
+    def __init__(self, client: RestClient, clock: Clock, statuses: StatusManager,
+                 terminated: Callable[[str], bool], *, sync_period: float = SYNC_PERIOD) -> None:
+        """`terminated(uid)`: the pod's worker has finished terminating it (nothing of it can run any more)."""
+        self.client = client
+        self.clock = clock
+        self.statuses = statuses
+        self.terminated = terminated
+        self.sync_period = sync_period
+        self._api_versions: dict[str, int] = {}  # uid -> the status version the API server has
+        self._dirty: set[str] = set()
+        # uids whose next write waits for the worker to finish: a terminal phase held back, the final DELETE
+        self._awaiting_worker: set[str] = set()
+        self._after_worker: set[str] = set()  # ... of which the prompt sync after termination ran (then: periodic)
+        self._wake = asyncio.Event()
+        statuses.add_listener(self._changed)
+
+    def _changed(self, pod: Pod, status: Json | None) -> None:
+        uid = podview.uid(pod)
+        if status is None:
+            self._api_versions.pop(uid, None)
+            self._dirty.discard(uid)
+            self._awaiting_worker.discard(uid)
+            self._after_worker.discard(uid)
+            return
+        self._dirty.add(uid)
+        self._wake.set()
+
+    async def run(self) -> None:
+        last_full = self.clock.monotonic()
+        while True:
+            timeout = TERMINATION_POLL if self._awaiting_worker - self._after_worker else self.sync_period
+            sleeper = asyncio.ensure_future(self.clock.sleep(timeout))
+            waker = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                waker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.gather(sleeper, waker, return_exceptions=True)
+            self._wake.clear()
+            uids = set(self._dirty)
+            self._dirty.clear()
+            finished = {u for u in self._awaiting_worker - self._after_worker if self.terminated(u)}
+            self._after_worker |= finished
+            uids |= finished
+            if self.clock.monotonic() - last_full >= self.sync_period:
+                last_full = self.clock.monotonic()
+                uids |= {podview.uid(e.pod) for e in self.statuses.statuses() if self.needs_update(podview.uid(e.pod))}
+            for uid in sorted(uids):
+                await self.sync_pod(uid)
+
+    def needs_update(self, uid: str) -> bool:
+        entry = self.statuses.get(uid)
+        if entry is None:
+            return False
+        return self._api_versions.get(uid, -1) < entry.version or (uid in self._awaiting_worker
+                                                                    and self.terminated(uid))
+
+    async def sync_pod(self, uid: str) -> None:
+        """One sync of one pod; errors are logged, the next period retries."""
+        try:
+            await self._sync_pod(uid)
+        except (ApiError, TransportError) as e:
+            entry = self.statuses.get(uid)
+            log.warning("pod status sync failed", extra={"kv": {
+                "pod": podview.format_pod(entry.pod) if entry else uid, "err": str(e)}})
+
+    async def _sync_pod(self, uid: str) -> None:
+        entry = self.statuses.get(uid)
+        if entry is None:
+            return
+        pod, version = entry.pod, entry.version
+        path = f"/api/v1/namespaces/{podview.namespace(pod)}/pods/{podview.name(pod)}"
+        try:
+            api_pod = await self.client.get(path)
+        except ApiError as e:
+            if e.not_found:
+                self._awaiting_worker.discard(uid)
+                log.debug("pod does not exist on the server", extra={"kv": {"pod": podview.format_pod(pod)}})
+                return
+            raise
+        api_md = api_pod.get("metadata") or {}
+        api_uid = str(api_md.get("uid") or "")
+        mirror = self._is_mirror_of(api_pod, pod)
+        if api_uid != uid and not mirror:
+            log.info("pod was deleted and then recreated, skipping status update",
+                     extra={"kv": {"pod": podview.format_pod(pod), "oldPodUID": uid, "podUID": api_uid}})
+            return
+        old = _without_nulls(api_pod.get("status") or {})
+        merged = _without_nulls(merge_pod_status(old, entry.status, not self.terminated(uid)))
+        patch = pod_status_patch(api_uid, old, merged)
+        if set(patch) != {"metadata"}:
+            try:
+                api_pod = await self.client.patch(path + "/status", patch)
+            except ApiError as e:
+                if e.not_found or e.code == 409:
+                    log.info("pod status not written", extra={"kv": {"pod": podview.format_pod(pod), "err": str(e)}})
+                    return
+                raise
+        held_back = merged.get("phase") != entry.status.get("phase")
+        if held_back:
+            self._awaiting_worker.add(uid)  # written again once nothing of the pod runs (upstream TerminatePod)
+        current = self.statuses.get(uid)
+        if current is not None and current.version == version:
+            self._api_versions[uid] = version
+        elif current is not None:
+            self._dirty.add(uid)  # changed while we wrote: again
+            self._wake.set()
+        if mirror or not api_md.get("deletionTimestamp"):
+            if not held_back:
+                self._awaiting_worker.discard(uid)
+            return
+        self._awaiting_worker.add(uid)
+        if (api_pod.get("status") or {}).get("phase") in TERMINAL and self.terminated(uid):
+            await self._final_delete(path, pod, api_uid)
+
+    async def _final_delete(self, path: str, pod: Pod, api_uid: str) -> None:
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                "preconditions": {"uid": api_uid}}
+        try:
+            await self.client.delete(path, body)
+        except ApiError as e:
+            if not (e.not_found or e.code == 409):
+                raise
+            log.info("final delete not needed", extra={"kv": {"pod": podview.format_pod(pod), "err": str(e)}})
+        else:
+            log.info("pod fully terminated and removed from the API server",
+                     extra={"kv": {"pod": podview.format_pod(pod)}})
+        self._awaiting_worker.discard(podview.uid(pod))
+
+    @staticmethod
+    def _is_mirror_of(api_pod: Json, pod: Pod) -> bool:
+        """The API pod is the mirror of our static pod: its config.mirror names our pod's config hash."""
+        ann = (api_pod.get("metadata") or {}).get("annotations") or {}
+        ours = podview.meta(pod).get("annotations") or {}
+        mirror = ann.get(MIRROR_ANNOTATION) if isinstance(ann, dict) else None
+        return bool(mirror) and isinstance(ours, dict) and mirror == ours.get(HASH_ANNOTATION)

@@ -1,0 +1,168 @@
+"""Issue 13 items 4-7 end to end: the real agent, joined to the test API server, runs a pod bound to its
+node on the real Docker Engine, reports it Running through the API (and its events), and honours a
+graceful DELETE: a SIGTERM-ignoring container is SIGKILLed at the deletion's grace, then the pod is
+deleted for good. A static pod has a mirror pod showing its status."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+import pytest
+
+from tests.apiserver import ApiServer
+from tests.apiserver.client import ApiStatusError
+from tests.images import BUSYBOX_IMAGE
+from tests.integration import agent_env
+from tests.integration.agent_env import AgentProcess, stop_and_clean
+
+docker = agent_env.docker
+
+pytestmark = pytest.mark.integration
+
+
+class JoinedAgent(AgentProcess):
+    """The agent with a node kubeconfig (a client certificate for system:node:<name>)."""
+
+    def __init__(self, base: Path, docker_host: str, api: ApiServer) -> None:
+        super().__init__(base, docker_host)
+        self.kubeconfig = api.write_kubeconfig(base / "kubelet.conf", api.node_identity(self.node))
+
+    def start(self) -> None:
+        self.write_config()
+        self._log_fh = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2",
+             "--kubeconfig", str(self.kubeconfig)],
+            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> Any:
+    server = ApiServer(tmp_path / "api", history=500, max_watch_seconds=10)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+
+
+async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    admin = api.admin()
+    agent.start()
+    try:
+        await agent.wait_for("the Node", lambda: _exists(admin, "nodes", agent.node), timeout=60)
+        # `sh` as PID 1 has no SIGTERM handler: only the SIGKILL at the end of the grace stops it.
+        await admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stubborn", "namespace": "default"},
+                            "spec": {"nodeName": agent.node, "automountServiceAccountToken": False,
+                                     "terminationGracePeriodSeconds": 30,
+                                     "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
+                                                     "imagePullPolicy": "IfNotPresent",
+                                                     "command": ["sh", "-c", "while true; do sleep 1; done"]}]}})
+
+        async def running() -> dict[str, Any] | None:
+            pod = await admin.get("pods", "stubborn", "default")
+            status = pod.get("status") or {}
+            ready = {c["type"]: c["status"] for c in status.get("conditions", [])}
+            return pod if status.get("phase") == "Running" and ready.get("Ready") == "True" else None
+
+        pod = await agent.wait_for("the pod Running and Ready in the API", running, timeout=60)
+        cid = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("docker://")
+        assert (await (await docker.containers.get(cid)).show())["State"]["Running"]
+        # the scheduler's PodScheduled stays, the kubelet's conditions follow
+        types = [c["type"] for c in pod["status"]["conditions"]]
+        assert "PodScheduled" in types and "Initialized" in types
+
+        async def started_event() -> bool:
+            events = (await admin.list("events", "default"))["items"]
+            return any(e["reason"] == "Started" and e["involvedObject"]["name"] == "stubborn"
+                       and e["involvedObject"].get("fieldPath") == "spec.containers{main}"
+                       and e["source"] == {"component": "kubelet", "host": agent.node} for e in events)
+
+        await agent.wait_for("the Started event in the API", started_event, timeout=15)
+
+        # a steady pod is not patched again: our own writes coming back through the watch change nothing
+        def status_patches() -> int:
+            return sum(1 for u, m, p in api.handler.requests
+                       if u == f"system:node:{agent.node}" and m == "PATCH" and p.endswith("/pods/stubborn/status"))
+
+        before = status_patches()
+        await asyncio.sleep(3)
+        assert status_patches() - before <= 1
+        started = time.monotonic()
+        await admin.delete("pods", "stubborn", "default", grace=4)
+
+        async def gone() -> bool:
+            return not await _exists(admin, "pods", "stubborn", "default")
+
+        await agent.wait_for("the pod deleted for good", gone, timeout=30)
+        took = time.monotonic() - started
+        assert 3.5 <= took <= 9, f"graceful delete with grace 4 s took {took:.1f}s"
+
+        async def container_removed() -> bool:
+            try:
+                await docker.containers.get(cid)
+            except aiodocker.DockerError:
+                return True
+            return False
+
+        await agent.wait_for("the container removed", container_removed, timeout=15)
+        finals = [(m, p) for u, m, p in api.handler.requests
+                  if u == f"system:node:{agent.node}" and m == "DELETE" and p.endswith("/pods/stubborn")]
+        assert len(finals) == 1
+    finally:
+        await stop_and_clean(agent, docker)
+
+
+async def _exists(admin: Any, plural: str, name: str, namespace: str = "") -> bool:
+    try:
+        await admin.get(plural, name, namespace)
+    except ApiStatusError:
+        return False
+    return True
+
+
+async def test_static_pod_has_a_running_mirror_pod(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    admin = api.admin()
+    agent.put("web.yaml", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
+                           "spec": {"containers": [{"name": "main", "image": BUSYBOX_IMAGE,
+                                                    "imagePullPolicy": "IfNotPresent",
+                                                    "command": ["sh", "-c", "exec sleep 100000"]}]}})
+    agent.start()
+    name = f"web-{agent.node}"
+    try:
+        async def mirror_running() -> dict[str, Any] | None:
+            try:
+                pod = await admin.get("pods", name, "default")
+            except ApiStatusError:
+                return None
+            return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+
+        mirror = await agent.wait_for("the mirror pod Running", mirror_running, timeout=60)
+        md = mirror["metadata"]
+        assert md["annotations"]["kubernetes.io/config.mirror"] == md["annotations"]["kubernetes.io/config.hash"]
+        assert md["annotations"]["kubernetes.io/config.source"] == "file"
+        node = await admin.get("nodes", agent.node)
+        assert md["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+        # the mirror pod is not run a second time
+        local = await agent.pods()
+        assert [p["metadata"]["name"] for p in local] == [name]
+        # the manifest removed: the static pod stops, its mirror goes
+        (agent.manifests / "web.yaml").unlink()
+
+        async def mirror_gone() -> bool:
+            return not await _exists(admin, "pods", name, "default")
+
+        await agent.wait_for("the mirror pod deleted", mirror_gone, timeout=60)
+    finally:
+        await stop_and_clean(agent, docker)

@@ -1,0 +1,213 @@
+"""The pod status sync against the test API server: the recorded PATCH shapes (uid precondition,
+`$setElementOrder/conditions`, only what changed), conditions the kubelet does not own, 404 and recreated
+pods, a terminal phase held back while containers may run, and the final DELETE (`kubelet-13`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from minikubelet.base.clock import FakeClock
+from minikubelet.kubeapi.rest import Json, RestClient
+from minikubelet.status.api_sync import PodStatusSync, merge_pod_status
+from minikubelet.status.manager import StatusManager
+from tests.apiserver import ApiServer
+from tests.apiserver.fixtures import api_server  # noqa: F401
+from tests.unit.kubeapi.helpers import client_for, eventually
+
+POD_PATH = "/api/v1/namespaces/default/pods/p"
+T0 = "2026-11-22T06:25:15Z"
+
+
+class Recording(RestClient):
+    """Our client, talking to the server, keeping what it sent (the server keeps only method and path)."""
+
+    sent: list[tuple[str, str, Any]]
+
+    async def request(self, method: str, path: str, **kwargs: Any) -> Json:
+        self.sent.append((method, path, kwargs.get("body")))
+        return await super().request(method, path, **kwargs)
+
+
+def _client(api: ApiServer, tmp_path: Path, clock: FakeClock) -> Recording:
+    base = client_for(api, api.node_identity("n1"), tmp_path, clock)
+    client = Recording(base.config, clock, retry=base.retry)
+    client.sent = []
+    return client
+
+
+def _writes(client: Recording) -> list[tuple[str, str, Any]]:
+    return [s for s in client.sent if s[0] != "GET"]
+
+
+def _cond(type_: str, status: str, **extra: Any) -> dict[str, Any]:
+    return {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": T0, **extra}
+
+
+def _status(phase: str, ready: str = "False") -> dict[str, Any]:
+    return {"phase": phase, "hostIP": "192.0.2.2", "hostIPs": [{"ip": "192.0.2.2"}], "startTime": T0,
+            "conditions": [_cond("PodReadyToStartContainers", "True"), _cond("Initialized", "True"),
+                           _cond("Ready", ready), _cond("ContainersReady", ready), _cond("PodScheduled", "True")],
+            "containerStatuses": [{"name": "c", "image": "busybox", "imageID": "", "ready": ready == "True",
+                                   "restartCount": 0, "started": False, "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+
+
+async def _setup(api: ApiServer, tmp_path: Path, terminated: set[str]) -> tuple[
+        StatusManager, PodStatusSync, Recording, dict[str, Any]]:
+    admin = api.admin()
+    await admin.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    await admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                        "spec": {"automountServiceAccountToken": False, "readinessGates": [{"conditionType": "x/gate"}],
+                                 "containers": [{"name": "c", "image": "busybox"}]}})
+    await admin.bind("p", "n1")  # the scheduler's PodScheduled
+    pod = await admin.get("pods", "p", "default")
+    clock = FakeClock()
+    client = _client(api, tmp_path, clock)
+    statuses = StatusManager()
+    sync = PodStatusSync(client, clock, statuses, lambda uid: uid in terminated)
+    return statuses, sync, client, pod
+
+
+async def test_patches_as_the_kubelet_only_what_changed(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, set())
+    uid = pod["metadata"]["uid"]
+    # a condition another owner set (a readiness gate) must survive our writes
+    await api_server.admin().patch("pods", "p", {"status": {"conditions": [_cond("x/gate", "True")]}}, "default",
+                                   sub="status")
+    try:
+        statuses.set_pod_status(pod, _status("Pending"))
+        await sync.sync_pod(uid)
+        (method, path, body), = _writes(client)
+        assert (method, path) == ("PATCH", POD_PATH + "/status")
+        assert body["metadata"] == {"uid": uid}  # the uid precondition, as kubelet-07
+        assert body["status"]["$setElementOrder/conditions"] == [
+            {"type": "x/gate"}, {"type": "PodReadyToStartContainers"}, {"type": "Initialized"}, {"type": "Ready"},
+            {"type": "ContainersReady"}, {"type": "PodScheduled"}]
+        stored = (await api_server.admin().get("pods", "p", "default"))["status"]
+        assert stored["conditions"][0]["type"] == "x/gate" and stored["phase"] == "Pending"
+        # the same status again: nothing sent
+        await sync.sync_pod(uid)
+        assert len(_writes(client)) == 1
+        # Ready: only the changed conditions and fields, as kubelet-08
+        statuses.set_pod_status(pod, _status("Running", ready="True"))
+        await sync.sync_pod(uid)
+        body = _writes(client)[1][2]
+        assert body["status"]["phase"] == "Running"
+        assert sorted(c["type"] for c in body["status"]["conditions"]) == ["ContainersReady", "Ready"]
+        assert "hostIP" not in body["status"]
+        stored = (await api_server.admin().get("pods", "p", "default"))["status"]
+        assert {c["type"]: c["status"] for c in stored["conditions"]}["x/gate"] == "True"
+    finally:
+        await client.close()
+
+
+async def test_a_status_change_is_written_by_the_running_sync(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, set())
+    task = asyncio.create_task(sync.run())
+    try:
+        statuses.set_pod_status(pod, _status("Pending"))
+        await eventually(lambda: len(_writes(client)) == 1, what="the PATCH after a change")
+    finally:
+        task.cancel()
+        await client.close()
+
+
+async def test_404_and_a_recreated_pod_are_left_alone(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, set())
+    uid = pod["metadata"]["uid"]
+    admin = api_server.admin()
+    try:
+        statuses.set_pod_status(pod, _status("Pending"))
+        await admin.delete("pods", "p", "default", grace=0)
+        await sync.sync_pod(uid)  # 404: nothing to write
+        assert _writes(client) == []
+        await admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                            "spec": {"nodeName": "n1", "automountServiceAccountToken": False,
+                                     "containers": [{"name": "c", "image": "busybox"}]}})
+        await sync.sync_pod(uid)  # another pod under the same name: not ours to write
+        assert _writes(client) == []
+        assert sync.needs_update(uid)  # never acknowledged
+    finally:
+        await client.close()
+
+
+async def test_a_conflicting_uid_precondition_is_not_fatal(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, set())
+    uid = pod["metadata"]["uid"]
+    api_server.faults.fail(409, "PATCH", r"/pods/p/status$", times=1)
+    try:
+        statuses.set_pod_status(pod, _status("Pending"))
+        await sync.sync_pod(uid)
+        assert sync.needs_update(uid)  # retried at the next period
+        await sync.sync_pod(uid)
+        assert not sync.needs_update(uid)
+        assert [m for m, _, _ in _writes(client)] == ["PATCH", "PATCH"]
+    finally:
+        await client.close()
+
+
+async def test_final_delete_after_the_terminal_status_once_terminated(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    terminated: set[str] = set()
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, terminated)
+    uid = pod["metadata"]["uid"]
+    admin = api_server.admin()
+    try:
+        statuses.set_pod_status(pod, _status("Running", ready="True"))
+        await sync.sync_pod(uid)
+        await admin.delete("pods", "p", "default", grace=30)
+        # the worker still kills the pod: a terminal phase is not reported yet, nothing deleted
+        statuses.set_pod_status(pod, {**_status("Failed"), "reason": "Killed"})
+        await sync.sync_pod(uid)
+        stored = await admin.get("pods", "p", "default")
+        assert stored["status"]["phase"] == "Running"
+        assert [m for m, _, _ in _writes(client)] == ["PATCH", "PATCH"]
+        assert not sync.needs_update(uid)  # until the worker has terminated the pod
+        terminated.add(uid)
+        assert sync.needs_update(uid)
+        await sync.sync_pod(uid)
+        method, path, body = _writes(client)[-1]
+        assert (method, path) == ("DELETE", POD_PATH)
+        assert body == {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                        "preconditions": {"uid": uid}}  # as kubelet-13
+        assert _writes(client)[-2][2]["status"]["phase"] == "Failed"
+        assert (await admin.list("pods", "default"))["items"] == []
+    finally:
+        await client.close()
+
+
+def test_merge_keeps_what_others_own_and_holds_back_a_terminal_phase() -> None:
+    old = {"phase": "Running", "nominatedNodeName": "n9",
+           "conditions": [_cond("DisruptionTarget", "True"), _cond("x/gate", "True"), _cond("Ready", "True")]}
+    new = {"phase": "Failed", "reason": "Evicted", "conditions": [_cond("Ready", "False")]}
+    merged = merge_pod_status(old, new, could_have_running_containers=True)
+    assert [c["type"] for c in merged["conditions"]] == ["DisruptionTarget", "x/gate", "Ready"]
+    assert merged["phase"] == "Running" and "reason" not in merged and merged["nominatedNodeName"] == "n9"
+    merged = merge_pod_status(old, new, could_have_running_containers=False)
+    assert (merged["phase"], merged["reason"]) == ("Failed", "Evicted")
+
+
+async def test_a_held_back_terminal_phase_is_written_once_the_worker_is_done(
+        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    terminated: set[str] = set()
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, terminated)
+    uid = pod["metadata"]["uid"]
+    clock = sync.clock
+    assert isinstance(clock, FakeClock)
+    task = asyncio.create_task(sync.run())
+    try:
+        statuses.set_pod_status(pod, _status("Running", ready="True"))
+        await eventually(lambda: len(_writes(client)) == 1, what="Running written")
+        statuses.set_pod_status(pod, {**_status("Succeeded"), "reason": "Done"})
+        await eventually(lambda: len(_writes(client)) == 2, what="the status without its phase")
+        assert "phase" not in _writes(client)[1][2]["status"]
+        terminated.add(uid)  # the same status stays: no listener call, the sync notices the worker
+        clock.advance(0.6)
+        await eventually(lambda: len(_writes(client)) == 3, what="the terminal phase")
+        assert _writes(client)[2][2]["status"]["phase"] == "Succeeded"
+        clock.advance(30)  # nothing more to write: no more GETs than the periodic check's
+        await asyncio.sleep(0.1)
+        assert len(_writes(client)) == 3
+    finally:
+        task.cancel()
+        await client.close()
