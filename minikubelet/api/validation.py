@@ -233,20 +233,24 @@ class _Validator:
         self.errors += spec_extras(spec)
 
     # ------------------------------------------------------------ volumes
+    def unique_name(self, obj: dict[str, Any], path: str, names: set[str]) -> None:
+        """`obj.name`: required, a DNS-1123 label, unique among `names` (which it joins)."""
+        name = self.string(obj, "name", f"{path}.name")
+        if not name:
+            if name is not None or "name" not in obj:
+                self.add(required(f"{path}.name"))
+            return
+        for msg in dns1123_label_errors(name):
+            self.add(invalid(f"{path}.name", name, msg))
+        if name in names:
+            self.add(duplicate(f"{path}.name", name))
+        names.add(name)
+
     def volumes(self, spec: dict[str, Any]) -> set[str]:
         names: set[str] = set()
         for i, vol in self.dict_items(spec, "volumes", "spec.volumes"):
             path = f"spec.volumes[{i}]"
-            name = self.string(vol, "name", f"{path}.name")
-            if not name:
-                if name is not None or "name" not in vol:
-                    self.add(required(f"{path}.name"))
-            else:
-                for msg in dns1123_label_errors(name):
-                    self.add(invalid(f"{path}.name", name, msg))
-                if name in names:
-                    self.add(duplicate(f"{path}.name", name))
-                names.add(name)
+            self.unique_name(vol, path, names)
             sources = volume_sources(vol)
             if not sources:
                 self.add(required(path, "must specify a volume type"))
@@ -289,16 +293,7 @@ class _Validator:
 
     # ------------------------------------------------------------ containers
     def container(self, c: dict[str, Any], path: str, kind: str, volumes: set[str], names: set[str]) -> None:
-        name = self.string(c, "name", f"{path}.name")
-        if not name:
-            if name is not None or "name" not in c:
-                self.add(required(f"{path}.name"))
-        else:
-            for msg in dns1123_label_errors(name):
-                self.add(invalid(f"{path}.name", name, msg))
-            if name in names:
-                self.add(duplicate(f"{path}.name", name))
-            names.add(name)
+        self.unique_name(c, path, names)
         image = self.string(c, "image", f"{path}.image")
         if image is None or image.strip() == "":
             if image is not None or "image" not in c:
