@@ -17,6 +17,18 @@ class Clock(Protocol):
     async def sleep(self, seconds: float) -> None: ...
 
 
+async def sleep_until_woken(clock: Clock, seconds: float, wake: asyncio.Event) -> None:
+    """Sleep `seconds` on `clock`, or less if `wake` is set first (the caller clears it)."""
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    waker = asyncio.ensure_future(wake.wait())
+    try:
+        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleeper.cancel()
+        waker.cancel()
+        await asyncio.gather(sleeper, waker, return_exceptions=True)
+
+
 class RealClock:
     def now(self) -> float:
         return time.time()

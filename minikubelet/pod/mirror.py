@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minikubelet.base import podview
-from minikubelet.base.clock import Clock
+from minikubelet.base.clock import Clock, sleep_until_woken
 from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
 
@@ -102,14 +102,7 @@ class MirrorPods:
             await self.sync()
 
     async def _wait(self, timeout: float) -> None:
-        sleeper = asyncio.ensure_future(self.clock.sleep(timeout))
-        waker = asyncio.ensure_future(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            waker.cancel()
-            await asyncio.gather(sleeper, waker, return_exceptions=True)
+        await sleep_until_woken(self.clock, timeout, self._wake)
 
     async def sync(self) -> None:
         """Make the mirror pods match the static pods; errors are logged and retried next time."""

@@ -25,7 +25,14 @@ import sys
 from typing import IO, Any, Protocol
 
 from minikubelet.api.field import FieldError
-from minikubelet.sources.static_pod import HTTP_SOURCE, ManifestError, StaticPod, make_static_pod, parse_manifest
+from minikubelet.sources.static_pod import (
+    HTTP_SOURCE,
+    ManifestError,
+    StaticPod,
+    guarded_reply,
+    make_static_pod,
+    parse_manifest,
+)
 from minikubelet.sources.url_manifest import build_url_pods, pods_from_reply
 
 log = logging.getLogger("minikubelet.static_pods")
@@ -39,15 +46,11 @@ _LEN = struct.Struct(">I")
 
 def build_static_pod(data: bytes, filename: str, node: str, seen: float | None) -> dict[str, Any]:
     """The reply for one manifest: {"pod": ...} or {"error", "reason", "errors"}."""
-    try:
+    def build() -> dict[str, Any]:
         pod = make_static_pod(parse_manifest(data, filename), node, filename, seen=seen)
-    except ManifestError as e:
-        return {"error": e.message, "reason": e.reason, "errors": [[f.path, f.message, f.reason] for f in e.errors]}
-    except MemoryError:
-        return {"error": "parsing needs more memory than the parser may use", "reason": "too_complex", "errors": []}
-    except RecursionError:
-        return {"error": "nested too deeply to process", "reason": "too_complex", "errors": []}
-    return {"pod": dict(pod), "warnings": list(pod.warnings)}
+        return {"pod": dict(pod), "warnings": list(pod.warnings)}
+
+    return guarded_reply(build)
 
 
 def pod_from_reply(reply: dict[str, Any]) -> StaticPod:

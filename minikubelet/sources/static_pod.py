@@ -10,6 +10,7 @@ import copy
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +38,18 @@ class ManifestError(ValueError):
         self.errors = errors or []
         # the metric label: "invalid", or "too_complex" when a parsing bound refused the file
         self.reason = reason
+
+
+def guarded_reply(build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """The parser process's reply from `build()`, or its error shape {"error", "reason", "errors"}."""
+    try:
+        return build()
+    except ManifestError as e:
+        return {"error": e.message, "reason": e.reason, "errors": [[f.path, f.message, f.reason] for f in e.errors]}
+    except MemoryError:
+        return {"error": "parsing needs more memory than the parser may use", "reason": "too_complex", "errors": []}
+    except RecursionError:
+        return {"error": "nested too deeply to process", "reason": "too_complex", "errors": []}
 
 
 def should_read(filename: str) -> bool:

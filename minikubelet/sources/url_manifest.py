@@ -14,6 +14,7 @@ from minikubelet.sources.static_pod import (
     HTTP_SOURCE,
     ManifestError,
     StaticPod,
+    guarded_reply,
     load_manifest_document,
     make_static_pod,
 )
@@ -53,15 +54,11 @@ def parse_url_manifest(data: bytes, url: str, node: str, seen: float | None) -> 
 
 def build_url_pods(data: bytes, url: str, node: str, seen: float | None) -> dict[str, Any]:
     """The parser process's reply: {"pods", "warnings"}, or the error shape of build_static_pod."""
-    try:
+    def build() -> dict[str, Any]:
         pods = parse_url_manifest(data, url, node, seen)
-    except ManifestError as e:
-        return {"error": e.message, "reason": e.reason, "errors": [[f.path, f.message, f.reason] for f in e.errors]}
-    except MemoryError:
-        return {"error": "parsing needs more memory than the parser may use", "reason": "too_complex", "errors": []}
-    except RecursionError:
-        return {"error": "nested too deeply to process", "reason": "too_complex", "errors": []}
-    return {"pods": [dict(p) for p in pods], "warnings": [list(p.warnings) for p in pods]}
+        return {"pods": [dict(p) for p in pods], "warnings": [list(p.warnings) for p in pods]}
+
+    return guarded_reply(build)
 
 
 def pods_from_reply(reply: dict[str, Any]) -> list[StaticPod]:

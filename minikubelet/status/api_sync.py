@@ -22,14 +22,13 @@ has not acknowledged yet. One sync, as upstream:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from minikubelet.base import podview
-from minikubelet.base.clock import Clock
+from minikubelet.base.clock import Clock, sleep_until_woken
 from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.patch import pod_status_patch
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
@@ -126,15 +125,7 @@ class PodStatusSync:
         last_full = self.clock.monotonic()
         while True:
             timeout = TERMINATION_POLL if self._awaiting_worker - self._after_worker else self.sync_period
-            sleeper = asyncio.ensure_future(self.clock.sleep(timeout))
-            waker = asyncio.ensure_future(self._wake.wait())
-            try:
-                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                sleeper.cancel()
-                waker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await asyncio.gather(sleeper, waker, return_exceptions=True)
+            await sleep_until_woken(self.clock, timeout, self._wake)
             self._wake.clear()
             uids = set(self._dirty)
             self._dirty.clear()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from cri.errors import RuntimeError_
 from minikubelet.base import podview
-from minikubelet.base.clock import Clock
+from minikubelet.base.clock import Clock, sleep_until_woken
 from minikubelet.base.grace import effective_grace_period
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.metrics import Metrics
@@ -161,14 +161,7 @@ class PodWorker:
             # upstream jitters the periodic resync by up to half a period so pods do not sync in lockstep
             deadline = self._clock.monotonic() + self._resync_period * (1 + 0.5 * random.random())
         delay = max(0.0, deadline - self._clock.monotonic())
-        sleeper = asyncio.create_task(self._clock.sleep(delay))
-        waker = asyncio.create_task(self._wake.wait())
-        try:
-            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            waker.cancel()
-            await asyncio.gather(sleeper, waker, return_exceptions=True)
+        await sleep_until_woken(self._clock, delay, self._wake)
         self._wake.clear()
         self.st.wake_at = None
 
