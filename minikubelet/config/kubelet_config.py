@@ -11,14 +11,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-import yaml
-
 from minikubelet.api.names import label_value_errors, qualified_name_errors
 from minikubelet.api.sysctls import check_allowlist_pattern
+from minikubelet.base.bounded_reader import NotRegular, TooLarge, YAMLLoadError, load_yaml, read_regular_file
 from minikubelet.base.quantity import QuantityError, parse_quantity
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
+# A real configuration is a few KiB; the bound keeps a mistaken path (a device, a huge file) from hurting start-up.
+MAX_CONFIG_BYTES = 1 << 20
 
 DEFAULT_EVICTION_HARD: Mapping[str, str] = {
     "memory.available": "100Mi",
@@ -618,11 +619,13 @@ def _parse_field(f: _Field, value: object, label: str) -> object:
 def parse_config_document(data: bytes, source: str) -> tuple[dict[str, object], list[str]]:
     """Parse a KubeletConfiguration file's bytes into {attr: typed value} plus warnings."""
     try:
-        doc = yaml.safe_load(data.decode("utf-8"))
+        docs = load_yaml(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{source}: not valid UTF-8") from None
-    except yaml.YAMLError as exc:
+    except YAMLLoadError as exc:
         raise ConfigError(f"{source}: not valid YAML/JSON: {exc}") from None
+    # Upstream decodes the first document of the stream and ignores the rest.
+    doc = docs[0] if docs else None
     if not isinstance(doc, dict):
         raise ConfigError(f"{source}: must hold a {KIND} object, got {type(doc).__name__}")
     if doc.get("apiVersion") != API_VERSION:
@@ -658,8 +661,9 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
     warnings: list[str] = []
     if path:
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data, _ = read_regular_file(path, MAX_CONFIG_BYTES)
+        except (NotRegular, TooLarge) as exc:
+            raise ConfigError(f"--config: {path} {exc}") from None
         except OSError as exc:
             raise ConfigError(f"--config: could not read {path}: {exc.strerror or exc}") from None
         values, warnings = parse_config_document(data, path)

@@ -20,10 +20,7 @@ from dataclasses import dataclass
 
 import watchfiles
 
-from minikubelet.base.clock import Clock
-from minikubelet.base.podview import Pod
-from minikubelet.metrics import Metrics
-from minikubelet.sources.manifest_reader import (
+from minikubelet.base.bounded_reader import (
     FileVersion,
     NotRegular,
     TooLarge,
@@ -31,6 +28,9 @@ from minikubelet.sources.manifest_reader import (
     read_regular_file,
     stat_regular,
 )
+from minikubelet.base.clock import Clock
+from minikubelet.base.podview import Pod
+from minikubelet.metrics import Metrics
 from minikubelet.sources.manifest_worker import Parser, ProcessParser
 from minikubelet.sources.static_pod import ManifestError, should_read
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from minikubelet.api.field import FieldError, format_errors
-from minikubelet.sources.manifest_reader import DEFAULT_BOUNDS, MAX_MANIFEST_BYTES, Bounds, YAMLLoadError, load_yaml
+from minikubelet.base.bounded_reader import DEFAULT_BOUNDS, MAX_MANIFEST_BYTES, Bounds, YAMLLoadError, load_yaml
 
 __all__ = ["MAX_MANIFEST_BYTES", "ManifestError", "make_static_pod", "parse_manifest", "should_read"]
 

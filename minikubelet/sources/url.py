@@ -22,11 +22,11 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from minikubelet.base import podview
+from minikubelet.base.bounded_reader import MAX_MANIFEST_BYTES
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import Pod
 from minikubelet.metrics import Metrics
 from minikubelet.sources.file import _cut, _summary, release_memory
-from minikubelet.sources.manifest_reader import MAX_MANIFEST_BYTES
 from minikubelet.sources.static_pod import CONFIG_SEEN_ANNOTATION, HTTP_SOURCE, ManifestError, StaticPod
 
 log = logging.getLogger("minikubelet.static_pods")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,35 @@ def test_unparseable_files(tmp_path: Path, content: bytes, needle: str) -> None:
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--config: could not read"):
         load_config(str(tmp_path / "absent.yaml"), {})
+
+
+def test_a_fifo_or_directory_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"--config: .*fifo.yaml is a named pipe, not a regular file"):
+        load_config(str(fifo), {})
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config(str(tmp_path), {})
+
+
+def test_an_oversized_file_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    path = tmp_path / "huge.yaml"
+    path.write_text(HEADER + "# " + "x" * (1 << 20) + "\n")
+    with pytest.raises(ConfigError, match=r"is \d+ bytes; the limit is 1048576"):
+        load_config(str(path), {})
+
+
+def test_an_alias_bomb_is_refused(tmp_path: Path) -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}, *a{i - 1}]"
+              for i in range(1, 9)]
+    with pytest.raises(ConfigError, match="not valid YAML/JSON"):
+        load_config(write(tmp_path, "\n".join(lines) + "\n"), {})
+
+
+def test_only_the_first_document_counts_as_upstream(tmp_path: Path) -> None:
+    config, _ = load_config(write(tmp_path, "maxPods: 7\n---\nmaxPods: nonsense\n"), {})
+    assert config.max_pods == 7
 
 
 def test_bad_flag_value_names_the_flag() -> None:

@@ -19,8 +19,7 @@ from minikubelet.sources import file as file_source
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import InProcessParser
 from minikubelet.sources.static_pod import StaticPod
-
-from .test_manifest_reader import _make_entries
+from tests.unit.base.test_bounded_reader import _make_entries
 
 
 def manifest(name: str, **container: Any) -> str:

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from aiohttp import web
 
+from minikubelet.base.bounded_reader import MAX_MANIFEST_BYTES
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
 from minikubelet.metrics import Metrics
-from minikubelet.sources.manifest_reader import MAX_MANIFEST_BYTES
 from minikubelet.sources.manifest_worker import InProcessParser, ProcessParser
 from minikubelet.sources.static_pod import StaticPod, canonical_json
 from minikubelet.sources.url import URLPodSource, shown_url

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from minikubelet.sources.manifest_reader import (
+from minikubelet.base.bounded_reader import (
     MAX_MANIFEST_BYTES,
     Bounds,
     NotRegular,
@@ -22,7 +22,7 @@ from minikubelet.sources.manifest_reader import (
     read_regular_file,
 )
 
-MANIFESTS = Path(__file__).parent / "manifests"
+MANIFESTS = Path(__file__).parents[1] / "sources" / "manifests"
 
 
 def billion_laughs(levels: int = 9, width: int = 10) -> str:
