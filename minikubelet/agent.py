@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry
 
 from cgroups.allocatable import hard_eviction_reservation, parse_resource_list
+from cgroups.detect import detect_cgroup_version
 from cri.instrumented import InstrumentedRuntime
 from cri.runtime import Runtime
 from cri.streaming import StreamingRuntime
@@ -22,7 +24,13 @@ from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
-from minikubelet.events import EventRecorder
+from minikubelet.events import (
+    CGROUP_V1,
+    CGROUP_V1_MESSAGE,
+    NODE_ALLOCATABLE_ENFORCED,
+    STARTING_KUBELET,
+    EventRecorder,
+)
 from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
@@ -146,6 +154,7 @@ class Agent:
         self.status_sync: PodStatusSync | None = None
         self.mirrors: MirrorPods | None = None
         self.event_sink: ApiEventSink | None = None
+        self._event_task: asyncio.Task[None] | None = None
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
                                     self.recorder.list, self.probe_registry,
                                     pods_version=lambda: self.statuses.version)
@@ -168,7 +177,7 @@ class Agent:
             report_frequency=config.node_status_report_frequency,
             lease_duration=config.node_lease_duration_seconds, rotate_certificates=config.rotate_certificates,
             agent=user_agent(__version__),
-        ), self.clock, self._node_status_inputs)
+        ), self.clock, self._node_status_inputs, self.recorder.node_status_event)
 
     def _probe_changed(self, uid: str) -> None:
         self.workers.wake(uid)
@@ -207,8 +216,6 @@ class Agent:
     def _start_api_pods(self) -> None:
         """Joined: pods bound to the node come from the API server and their statuses go back there."""
         # Imported only when joined, as the join itself (the API client is heavy for a standalone agent).
-        from minikubelet.events.api_sink import ApiEventSink
-        from minikubelet.kubeapi.rest import RestClient
         from minikubelet.pod.mirror import MirrorPods
         from minikubelet.sources.apiserver import ApiserverPodSource
         from minikubelet.status.api_sync import PodStatusSync
@@ -220,10 +227,28 @@ class Agent:
                                              max_pods=10 * max(self.config.max_pods, 1),
                                              mirrors=self.mirrors.set_mirror_pods)
         self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated)
+
+    def _start_event_sink(self) -> None:
+        from minikubelet.events.api_sink import ApiEventSink
+        from minikubelet.kubeapi.rest import RestClient
+
+        assert self.join is not None and self.join.client is not None
+        client = self.join.client
         # Events get a client of their own, as upstream's kubelet: limited by the sink's bucket (eventRecordQPS
         # 50 / eventBurst 100) only, so a burst of events never takes the node's kubeAPIQPS from its status.
         self.event_sink = ApiEventSink(RestClient(client.config, self.clock, qps=0, agent=client.agent), self.clock)
         self.recorder.add_sink(self.event_sink)
+        # Running from now on, so the start-up events are written while the Node registers, as upstream's.
+        self._event_task = asyncio.get_running_loop().create_task(self.event_sink.run(), name="event-sink")
+
+    def _birth_cry(self) -> None:
+        """The node's start-up events, in upstream's order (kubelet-flows/kubelet-startup-sequence.json)."""
+        self.recorder.node_event("Normal", STARTING_KUBELET, "Starting kubelet.")
+        if detect_cgroup_version() == 1:
+            self.recorder.node_event("Warning", CGROUP_V1, CGROUP_V1_MESSAGE)
+        if self.config.cgroups_per_qos and "pods" in self.config.enforce_node_allocatable and isinstance(
+                self.cgroups, PodCgroups) and self.cgroups.manager is not None:
+            self.recorder.node_event("Normal", NODE_ALLOCATABLE_ENFORCED, "Updated Node Allocatable limit across pods")
 
     def _static_pods(self) -> list[StaticPod]:
         """Static pods wanted or still stopping, for their mirror pods."""
@@ -346,9 +371,15 @@ class Agent:
         # First learn what already runs, then what is wanted, then stop what is no longer wanted.
         await self.pleg.relist()
         if self.join is not None:
-            # TLS bootstrap and registration before the pods (bounded: see node/join.py).
-            await self.join.start()
+            # TLS bootstrap and registration before the pods (bounded: see node/join.py); the start-up events
+            # go out before the registration, as upstream's.
+            await self.join.connect()
+            self._start_event_sink()
+            self._birth_cry()
+            await self.join.register()
             self._start_api_pods()
+        else:
+            self._birth_cry()
         if cfg.port > 0 or (cfg.port < 0 and self.join is not None):
             from minikubelet.server.kubelet_api_wiring import start_kubelet_api  # only a node that serves it
 
@@ -378,7 +409,6 @@ class Agent:
                     *([tg.create_task(self.api_source.run(), name="api-pods")] if self.api_source else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
                     *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
-                    *([tg.create_task(self.event_sink.run(), name="event-sink")] if self.event_sink else []),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")
@@ -395,5 +425,9 @@ class Agent:
             await self.server.close()
             if self.join is not None:
                 await self.join.close()
+            if self._event_task is not None:
+                self._event_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._event_task
             if self.event_sink is not None:
                 await self.event_sink.client.close()

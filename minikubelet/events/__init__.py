@@ -34,6 +34,13 @@ SANDBOX_CHANGED = "SandboxChanged"
 FAILED_MOUNT = "FailedMount"
 INSPECT_FAILED = "InspectFailed"
 ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+# The node's own (involvedObject the Node; written to the `default` namespace).
+STARTING_KUBELET = "Starting"
+CGROUP_V1 = "CgroupV1"
+NODE_ALLOCATABLE_ENFORCED = "NodeAllocatableEnforced"
+CGROUP_V1_MESSAGE = ("cgroup v1 detected. cgroup v1 support is deprecated and will be removed in a future release. "
+                     "Please migrate to cgroup v2. More information at "
+                     "https://git.k8s.io/enhancements/keps/sig-node/5573-remove-cgroup-v1")
 
 
 def field_path(pod: Pod, container_name: str) -> str:
@@ -60,10 +67,14 @@ class _Event:
     first: float
     last: float
     count: int = 1
+    node: bool = False  # about the Node itself, not a pod
 
     def render(self, node: str) -> dict[str, Any]:
-        obj: dict[str, Any] = {"kind": "Pod", "namespace": self.namespace, "name": self.name, "uid": self.uid,
-                               "apiVersion": "v1"}
+        obj: dict[str, Any]
+        if self.node:
+            obj = {"kind": "Node", "name": self.name, "apiVersion": "v1"}  # upstream's nodeRef: no uid, no namespace
+        else:
+            obj = {"kind": "Pod", "namespace": self.namespace, "name": self.name, "uid": self.uid, "apiVersion": "v1"}
         if self.field_path:
             obj["fieldPath"] = self.field_path
         return {
@@ -99,8 +110,20 @@ class EventRecorder:
         self._sinks.append(sink)
 
     def pod_event(self, pod: Pod, etype: str, reason: str, message: str, container: str = "") -> None:
-        uid = podview.uid(pod)
         path = field_path(pod, container) if container else ""
+        self._record(podview.namespace(pod), podview.name(pod), podview.uid(pod), path, etype, reason, message,
+                     node=False)
+
+    def node_event(self, etype: str, reason: str, message: str) -> None:
+        """An event about this node (upstream records these on its nodeRef: start-up, condition changes)."""
+        self._record("default", self._node, "", "", etype, reason, message, node=True)
+
+    def node_status_event(self, etype: str, reason: str) -> None:
+        """upstream recordNodeStatusEvent: a node condition's transition."""
+        self.node_event(etype, reason, f"Node {self._node} status is now: {reason}")
+
+    def _record(self, namespace: str, name: str, uid: str, path: str, etype: str, reason: str, message: str, *,
+                node: bool) -> None:
         now = self._clock.now()
         key = (uid, path, etype, reason, message)
         ev = self._events.get(key)
@@ -110,26 +133,17 @@ class EventRecorder:
             self._events.move_to_end(key)
         else:
             self._seq += 1
-            self._events[key] = _Event(self._seq, podview.namespace(pod), podview.name(pod), uid, path, etype,
-                                       reason, message, now, now)
+            self._events[key] = _Event(self._seq, namespace, name, uid, path, etype, reason, message, now, now,
+                                       node=node)
             while len(self._events) > self._capacity:
                 self._events.popitem(last=False)
         if self._sinks:
-            one = _Event(0, podview.namespace(pod), podview.name(pod), uid, path, etype, reason, message, now, now)
+            one = _Event(0, namespace, name, uid, path, etype, reason, message, now, now, node=node)
             for sink in self._sinks:
                 sink(one.render(self._node))
-        log.info(
-            "event",
-            extra={
-                "kv": {
-                    "type": etype,
-                    "reason": reason,
-                    "object": f"{podview.namespace(pod)}/{podview.name(pod)}",
-                    "fieldPath": path,
-                    "message": message,
-                }
-            },
-        )
+        log.info("event", extra={"kv": {"type": etype, "reason": reason,
+                                        "object": f"node/{name}" if node else f"{namespace}/{name}",
+                                        "fieldPath": path, "message": message}})
 
     def list(self, pod_uid: str | None = None) -> list[dict[str, Any]]:
         return [e.render(self._node) for e in self._events.values() if pod_uid is None or e.uid == pod_uid]

@@ -58,10 +58,12 @@ class JoinSettings:
 
 class NodeJoin:
     def __init__(self, settings: JoinSettings, clock: Clock,
-                 inputs: Callable[[], Awaitable[NodeStatusInputs]]) -> None:
+                 inputs: Callable[[], Awaitable[NodeStatusInputs]],
+                 record: Callable[[str, str], None] | None = None) -> None:
         self.settings = settings
         self.clock = clock
         self.inputs = inputs
+        self.record = record  # node condition transitions, as events
         self.client: RestClient | None = None
         self.status: NodeStatusUpdater | None = None
         self.lease: NodeLease | None = None
@@ -73,18 +75,32 @@ class NodeJoin:
     async def _build_node(self) -> Json:
         s = self.settings
         node = initial_node(s.node_name, s.node_labels or {}, s.register_with_taints)
-        set_node_status(node, await self.inputs(), self.clock.now())
+        for kind, reason in set_node_status(node, await self.inputs(), self.clock.now()):
+            if self.record is not None:
+                self.record(kind, reason)
         return copy.deepcopy(node)
 
     async def start(self) -> None:
+        await self.connect()
+        await self.register()
+
+    async def connect(self) -> None:
+        """The TLS bootstrap when needed, then a client with the node's credentials."""
         s = self.settings
         if s.bootstrap_kubeconfig:
             await bootstrap_client_certificate(s.kubeconfig_path, s.bootstrap_kubeconfig, s.cert_dir, s.node_name,
                                                self.clock, self.make_client)
-        client = self.client = self.make_client(load_kubeconfig(s.kubeconfig_path))
+        self.client = self.make_client(load_kubeconfig(s.kubeconfig_path))
+
+    async def register(self) -> None:
+        """The Node registered (bounded wait), its status updater, lease and certificate rotation built."""
+        s = self.settings
+        client = self.client
+        assert client is not None, "connect() first"
         registration = NodeRegistration(client, self.clock, s.node_name, self._build_node)
         self.status = NodeStatusUpdater(client, self.clock, registration, self.inputs,
-                                        update_frequency=s.update_frequency, report_frequency=s.report_frequency)
+                                        update_frequency=s.update_frequency, report_frequency=s.report_frequency,
+                                        record=self.record)
         self.lease = NodeLease(client, self.clock, s.node_name, s.lease_duration)
         cert_file = client.config.cert_file
         if s.rotate_certificates and not cert_file.endswith("-current.pem"):

@@ -33,11 +33,12 @@ _QUERY = {"timeout": "10s"}
 class NodeStatusUpdater:
     def __init__(self, client: RestClient, clock: Clock, registration: NodeRegistration,
                  inputs: Callable[[], Awaitable[NodeStatusInputs]], *, update_frequency: float = 10.0,
-                 report_frequency: float = 300.0) -> None:
+                 report_frequency: float = 300.0, record: Callable[[str, str], None] | None = None) -> None:
         self.client = client
         self.clock = clock
         self.registration = registration
         self.inputs = inputs
+        self.record = record  # (type, reason) of a condition's transition, as upstream recordNodeStatusEvent
         self.update_frequency = update_frequency
         self.report_frequency = report_frequency
         self.registered = False
@@ -80,8 +81,8 @@ class NodeStatusUpdater:
         labels_missing = labels.get(LABEL_OS) != NODE_OS or labels.get(LABEL_ARCH) != go_arch()
         labels[LABEL_OS], labels[LABEL_ARCH] = NODE_OS, go_arch()
         for kind, reason in set_node_status(node, await self.inputs(), self.clock.now()):
-            log.info("node status event", extra={"kv": {"type": kind, "reason": reason,
-                                                         "node": self.registration.node_name}})
+            if self.record is not None:
+                self.record(kind, reason)
         changed = labels_missing or node_status_has_changed(original.get("status") or {}, node["status"])
         if not (changed or self._period_expired()):
             self.node = original

@@ -18,6 +18,7 @@ import aiodocker
 import psutil
 import pytest
 
+from cgroups.detect import detect_cgroup_version
 from minikubelet.base.quantity import parse_quantity
 from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError
@@ -118,5 +119,14 @@ async def test_agent_joins_through_tls_bootstrap(tmp_path: Path, api: ApiServer,
         await agent.wait_for("a lease renewal", renewed, timeout=10)
         assert time.monotonic() - started < 5
         assert "accepted but not implemented" not in agent.log()
+        # the node's own events, as `kubectl describe node` lists them; the birth cry before the registration
+        events = (await admin.list("events", "default"))["items"]
+        mine = [e for e in events if e["involvedObject"] == {"kind": "Node", "name": agent.node, "apiVersion": "v1"}]
+        reasons = {e["reason"] for e in mine}
+        assert {"Starting", "NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"} <= reasons
+        assert ("CgroupV1" in reasons) == (detect_cgroup_version() == 1)
+        assert all(e["source"] == {"component": "kubelet", "host": agent.node} for e in mine)
+        paths = [(m, p.split("?")[0]) for u, m, p in api.handler.requests if u == f"system:node:{agent.node}"]
+        assert paths.index(("POST", "/api/v1/namespaces/default/events")) < paths.index(("POST", "/api/v1/nodes"))
     finally:
         await stop_and_clean(agent, docker)

@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from minikubelet.base.clock import FakeClock
-from minikubelet.events import EventRecorder
+from minikubelet.events import (
+    CGROUP_V1,
+    CGROUP_V1_MESSAGE,
+    NODE_ALLOCATABLE_ENFORCED,
+    STARTING_KUBELET,
+    EventRecorder,
+)
+from tests.fixtures import load
 
 
 def pod(uid: str = "u1") -> dict[str, Any]:
@@ -34,3 +41,26 @@ def test_the_store_keeps_the_newest_capacity_events() -> None:
     for i in range(5):
         rec.pod_event(pod(f"u{i}"), "Normal", "Started", "Container started")
     assert [e["involvedObject"]["uid"] for e in rec.list()] == ["u2", "u3", "u4"]
+
+
+def test_node_events_render_as_the_recorded_kubelet_sends_them() -> None:
+    # kubelet-flows/kubelet-startup-sequence.json: the birth cry and a condition's transition, on the nodeRef
+    recorded = [e["requestObject"] for e in load("kubelet-flows/kubelet-startup-sequence.json")
+                if e["verb"] == "create" and e["requestURI"].endswith("/events")]
+    by_reason = {e["reason"]: e for e in recorded}
+    rec = EventRecorder(FakeClock(), "k8slab-kubelet")
+    rec.node_event("Normal", STARTING_KUBELET, "Starting kubelet.")
+    rec.node_event("Warning", CGROUP_V1, CGROUP_V1_MESSAGE)
+    rec.node_status_event("Normal", "NodeHasSufficientMemory")
+    rec.node_event("Normal", NODE_ALLOCATABLE_ENFORCED, "Updated Node Allocatable limit across pods")
+    rec.node_status_event("Normal", "NodeReady")
+    ours = rec.list()
+    assert [e["reason"] for e in ours] == ["Starting", "CgroupV1", "NodeHasSufficientMemory",
+                                           "NodeAllocatableEnforced", "NodeReady"]
+    for event in ours:
+        want = by_reason[event["reason"]]
+        for key in ("involvedObject", "reason", "message", "source", "type", "reportingComponent",
+                    "reportingInstance"):
+            assert event[key] == want[key], key
+        assert event["metadata"]["namespace"] == want["metadata"]["namespace"] == "default"
+        assert event["metadata"]["name"].startswith("k8slab-kubelet.")

@@ -135,3 +135,23 @@ def test_initial_node_keeps_the_caller_labels_apart() -> None:
     node = initial_node("n1", labels, ())
     node["metadata"]["labels"]["x"] = "y"
     assert labels == {"a": "b"} and "taints" not in node["spec"] and copy.deepcopy(node) == node
+
+
+async def test_condition_transitions_are_recorded_as_node_events(api_server: ApiServer, tmp_path: Path) -> None:
+    w = World(api_server, tmp_path)
+    recorded: list[tuple[str, str]] = []
+    w.updater.record = lambda kind, reason: recorded.append((kind, reason))
+    try:
+        await drive(w.clock, w.updater.sync())
+        # the registered Node already has its conditions: nothing new but Ready's first state is not a transition
+        assert recorded == []
+        w.inputs = status_inputs(runtime_errors=("container runtime is down",), memory_pressure=True)
+        w.clock.advance(10)
+        await w.updater.sync()
+        assert recorded == [("Normal", "NodeHasInsufficientMemory"), ("Normal", "NodeNotReady")]
+        w.inputs = status_inputs()
+        w.clock.advance(10)
+        await w.updater.sync()
+        assert recorded[2:] == [("Normal", "NodeHasSufficientMemory"), ("Normal", "NodeReady")]
+    finally:
+        await w.client.close()
