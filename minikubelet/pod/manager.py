@@ -21,6 +21,8 @@ from minikubelet.worker.workers import PodWorkers
 
 log = logging.getLogger("minikubelet.pod.manager")
 
+ORPHAN_GRACE = 1
+
 
 def _deletion_kill(pod: Pod) -> KillPodOptions | None:
     """A pod the API server is deleting gracefully (upstream HandlePodUpdates → the pod worker sees the
@@ -31,6 +33,11 @@ def _deletion_kill(pod: Pod) -> KillPodOptions | None:
         return None
     grace = md.get("deletionGracePeriodSeconds")
     return KillPodOptions(grace_override=grace if isinstance(grace, int) and not isinstance(grace, bool) else None)
+
+
+def _terminal_phase(pod: Pod) -> bool:
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in ("Failed", "Succeeded")
 
 
 class PodManager:
@@ -89,6 +96,11 @@ class PodManager:
             # terminating, so what may run of it stops within its grace and the final DELETE follows.
             self.workers.update_pod(pod, kill=kill)
             return
+        if _terminal_phase(pod):
+            # Upstream HandlePodAdditions admits no pod whose phase is already terminal: a pod rejected
+            # before an agent restart stays rejected, a finished pod is not run again.
+            self._rejected.add(uid)
+            return
         full = podview.full_name(pod)
         blocker = next((p for p in self.workers.pods() if podview.full_name(p) == full), None)
         if blocker is not None:
@@ -139,5 +151,8 @@ class PodManager:
                 "spec": {"containers": [], "terminationGracePeriodSeconds": grace},
             }
             log.info("stopping orphaned pod", extra={"kv": {"pod": podview.format_pod(pod)}})
-            self.workers.update_pod(pod, adopted=True)
+            # Upstream HandlePodCleanups kills a running pod no source knows with a grace of 1 s (the
+            # container kill's 2 s minimum still applies): a pod force-deleted while the agent was down
+            # stops at once, not after its own grace.
+            self.workers.update_pod(pod, kill=KillPodOptions(grace_override=ORPHAN_GRACE), adopted=True)
             self.workers.remove_pod(uid)

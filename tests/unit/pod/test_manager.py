@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cri.fake import Program
+from cri.types import ContainerState
 from minikubelet.base.podview import Pod
 from minikubelet.worker.lifecycle import PodLifecycle
 from tests.unit.fake_node import FakeNode, make_pod
@@ -113,3 +114,44 @@ async def test_a_pod_deleted_before_it_started_is_never_admitted(node: FakeNode)
     await node.settle()
     assert not [c for c in node.runtime.statuses() if c.labels.get("io.kubernetes.pod.uid") == "u9"
                 and c.labels.get("io.kubernetes.container.name") == "app"]
+
+
+async def test_an_orphan_is_killed_with_a_grace_of_one_second(node: FakeNode, tmp_path: Path) -> None:
+    """Upstream HandlePodCleanups: a running pod no source knows (force-deleted while the agent was down) is
+    killed with grace 1, so a container ignoring SIGTERM gets SIGKILL after the 2 s container minimum, not
+    after the pod's own 30 s."""
+    node.runtime.program("app", Program(ignore_stop_signal=True))
+    node.config.set_source_pods("api", [make_pod(uid="forced", terminationGracePeriodSeconds=30)])
+    await node.settle()
+    await node.close()
+    successor = FakeNode(tmp_path, runtime=node.runtime)
+    try:
+        await successor.pleg.relist()
+        successor.config.set_source_pods("api", [])
+        successor.manager.adopt_orphans(successor.pleg.runtime_uids)
+        await successor.settle()
+        assert [c for c in node.runtime.statuses() if c.state is ContainerState.RUNNING]
+        await successor.advance(2)
+        assert not [c for c in node.runtime.statuses() if c.state is ContainerState.RUNNING]
+        assert successor.finished == ["forced"]
+    finally:
+        await successor.close()
+
+
+def _with_phase(pod: Pod, phase: str, reason: str = "") -> Pod:
+    return {**pod, "status": {"phase": phase, **({"reason": reason} if reason else {})}}
+
+
+async def test_a_pod_the_api_shows_terminal_is_not_admitted_again(node: FakeNode) -> None:
+    """After an agent restart the API pods come back with their status: a pod rejected earlier (Failed) or
+    finished (Succeeded) gets no worker and no container, and its status is left as the API has it."""
+    rejected = _with_phase(make_pod(name="r", uid="r1", nodeSelector={"pool": "none"}), "Failed", "NodeAffinity")
+    done = _with_phase(make_pod(name="d", uid="d1", restartPolicy="Never"), "Succeeded")
+    node.config.set_source_pods("api", [rejected, done])
+    await node.settle()
+    assert "r1" not in node.workers and "d1" not in node.workers
+    assert node.runtime.statuses() == []
+    assert node.statuses.get_pod_status("r1") is None and node.events("r1") == []
+    node.config.set_source_pods("api", [])
+    await node.settle()
+    assert node.manager.desired == {}
