@@ -59,7 +59,9 @@ def test_a_deleted_node_keeps_the_last_one_and_others_are_ignored(tmp_path: Path
 async def test_labels_and_taints_changed_in_the_api_reach_admission(api_server: ApiServer, tmp_path: Path) -> None:
     client = client_for(api_server, api_server.node_identity("n1"), tmp_path)
     await client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
-                                          "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}}})
+                                          "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+                                          "status": {"capacity": {"cpu": "2", "pods": "110"},
+                                                     "allocatable": {"cpu": "2", "pods": "110"}}})
     lister = NodeLister(client, "n1", RealClock())
     task = asyncio.create_task(lister.run())
     try:
@@ -84,7 +86,9 @@ async def test_labels_and_taints_changed_in_the_api_reach_admission(api_server: 
         # the Node authorizer's rule: only its own Node, by name, is listed and watched
         node_calls = [(m, p) for u, m, p in api_server.handler.requests
                       if u == "system:node:n1" and p.startswith("/api/v1/nodes") and m == "GET"]
-        assert node_calls and all(p == "/api/v1/nodes" for _m, p in node_calls)
+        assert len(node_calls) >= 2
+        assert all(p.startswith("/api/v1/nodes?fieldSelector=metadata.name%3Dn1") for _m, p in node_calls)
+        assert "watch=true" in node_calls[1][1] and "allowWatchBookmarks=true" in node_calls[1][1]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
