@@ -145,6 +145,7 @@ class Agent:
         self._orphans_pending = True
         self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
         self.node_lister: NodeLister | None = None
+        self._refetches: set[asyncio.Task[None]] = set()
         self.status_sync: PodStatusSync | None = None
         self.mirrors: MirrorPods | None = None
         self.event_sink: ApiEventSink | None = None
@@ -177,6 +178,19 @@ class Agent:
         allocatable it reports); standalone, or before the first list: the node built locally."""
         known = self.node_lister.get() if self.node_lister is not None else None
         return known if known is not None else self.node
+
+    def _refetch_node(self, uid: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._refetch_node_then_readmit(uid), name="node-refetch")
+        self._refetches.add(task)
+        task.add_done_callback(self._refetches.discard)
+
+    async def _refetch_node_then_readmit(self, uid: str) -> None:
+        assert self.node_lister is not None
+        try:
+            await self.node_lister.refresh()
+        except Exception as e:  # upstream: the failure stands as it was
+            log.warning("reading the node for admission failed", extra={"kv": {"err": str(e) or type(e).__name__}})
+        self.manager.readmit(uid)
 
     async def _run_api_pods(self) -> None:
         # As upstream's apiserver source: the pods are watched once the node's own object has synced, so
@@ -232,6 +246,7 @@ class Agent:
         assert self.join is not None and self.join.client is not None
         client = self.join.client
         self.node_lister = NodeLister(client, self.node_name, self.clock)
+        self.manager.refetch_node = self._refetch_node
         self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)
         self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
                                              max_pods=10 * max(self.config.max_pods, 1),
@@ -405,6 +420,9 @@ class Agent:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+            for task in list(self._refetches):
+                task.cancel()
+            await asyncio.gather(*self._refetches, return_exceptions=True)
             await self.workers.shutdown()
             try:
                 self.checkpoint.save()

@@ -81,11 +81,20 @@ def node_from_api(obj: Mapping[str, Any]) -> Node | None:
     )
 
 
+def _older(rv: str, than: str) -> bool:
+    """resourceVersions compared as upstream's isNewer does (as integers); anything else is not older."""
+    try:
+        return int(rv) < int(than)
+    except ValueError:
+        return False
+
+
 class NodeLister:
     def __init__(self, client: RestClient, node_name: str, clock: Clock, *,
                  min_watch_timeout: float | None = None) -> None:
         self.node_name = node_name
         kwargs: dict[str, Any] = {} if min_watch_timeout is None else {"min_timeout": min_watch_timeout}
+        self._client = client
         self.watch = ListWatch(client, NODES_PATH, clock, field_selector=f"metadata.name={node_name}", **kwargs)
         self.synced = asyncio.Event()  # the first list arrived (upstream nodeHasSynced)
         self._node: Node | None = None
@@ -94,6 +103,11 @@ class NodeLister:
     def get(self) -> Node | None:
         """The last Node seen, or None before any."""
         return self._node
+
+    async def refresh(self) -> None:
+        """Read the Node now (upstream getNodeSync), for a pod its labels did not match: the watch may not
+        have brought a label added a moment ago. Raises the client's errors."""
+        self._put(await self._client.get(f"{NODES_PATH}/{self.node_name}"))
 
     async def run(self) -> None:
         async for event in self.watch.events():
@@ -114,7 +128,10 @@ class NodeLister:
             log.warning("ignoring a node object that is not this node", extra={"kv": {"node": self.node_name}})
             return
         rv = (obj.get("metadata") or {}).get("resourceVersion")
-        self.resource_version = rv if isinstance(rv, str) else ""
+        rv = rv if isinstance(rv, str) else ""
+        if _older(rv, self.resource_version):
+            return  # a read that crossed a newer watch event (upstream isNewer)
+        self.resource_version = rv
         if self._node is None or self._node.labels != node.labels or self._node.taints != node.taints:
             log.info("node labels and taints for admission", extra={"kv": {
                 "node": node.name, "labels": len(node.labels), "taints": [str(t) for t in node.taints]}})

@@ -38,8 +38,9 @@ pytestmark = pytest.mark.integration
 POOL = "example.com/pool"
 DISK = "example.com/disk"
 WIDGET = "example.com/widget"
-# The pod watch and the node watch are two streams: a pod created right after a change of the Node is
-# seen by the agent a moment after that change at the earliest, so the tests leave it that moment.
+# The pod watch and the node watch are two streams: a pod created right after a change of the Node may
+# reach the agent before that change does. Only for node affinity does the agent (as upstream) read the
+# Node again before refusing; for taints and resources the tests leave the watch that moment.
 NODE_WATCH_SETTLE = 1.0
 
 
@@ -174,6 +175,13 @@ async def test_api_pods_are_admitted_against_the_node_the_api_has(
         assert await _containers_of(docker, pod["metadata"]["uid"]) == []
         await _wait_phase(agent, admin, tolerant["metadata"]["name"], "Running")
         rejected[intolerant["metadata"]["name"]] = ("TaintToleration", "", "BestEffort")
+
+        # a label added and a pod needing it created at once: refused by the Node the watch brought, the pod
+        # is checked again against the Node read anew (upstream getNodeSync), and runs
+        await admin.patch("nodes", agent.node, {"metadata": {"labels": {"example.com/late": "yes"}}})
+        late = await admin.create(_pod(agent, "late", nodeSelector={"example.com/late": "yes"}, tolerations=[
+            {"key": "example.com/drain", "operator": "Exists", "effect": "NoExecute"}]))
+        await _wait_phase(agent, admin, late["metadata"]["name"], "Running")
 
         # the kubelet evicts nobody for a NoExecute taint (the taint manager does): the first pod runs on
         pod = await admin.get("pods", fits["metadata"]["name"], "default")

@@ -93,3 +93,19 @@ async def test_labels_and_taints_changed_in_the_api_reach_admission(api_server: 
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await client.close()
+
+
+async def test_refresh_reads_the_node_now_and_an_older_version_never_wins(api_server: ApiServer, tmp_path: Path) -> None:
+    client = client_for(api_server, api_server.node_identity("n1"), tmp_path)
+    try:
+        created = await client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                                        "metadata": {"name": "n1", "labels": {"a": "1"}}})
+        lister = NodeLister(client, "n1", RealClock())  # not watching: only the read brings the Node
+        await api_server.admin().patch("nodes", "n1", {"metadata": {"labels": {"disk": "ssd"}}})
+        await lister.refresh()
+        node = lister.get()
+        assert node is not None and node.labels == {"a": "1", "disk": "ssd"}
+        lister.apply(WatchEvent("MODIFIED", created))  # the creation, arriving late
+        assert lister.get() is node
+    finally:
+        await client.close()

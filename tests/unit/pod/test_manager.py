@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 from cri.fake import Program
 from cri.types import ContainerState
 from minikubelet.base.podview import Pod
+from minikubelet.node.labels import initial_node
+from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.worker.lifecycle import PodLifecycle
 from tests.unit.fake_node import FakeNode, make_pod
 
@@ -155,3 +158,29 @@ async def test_a_pod_the_api_shows_terminal_is_not_admitted_again(node: FakeNode
     node.config.set_source_pods("api", [])
     await node.settle()
     assert node.manager.desired == {}
+
+
+async def test_a_node_affinity_refusal_waits_for_the_node_read_again(node: FakeNode) -> None:
+    """Joined, a pod refused only for its node affinity is checked once more against the Node read again
+    from the API server (a label added a moment ago may not have come through the watch yet)."""
+    current = {"node": initial_node("node-1", {}, (), {"cpu": Fraction(2), "pods": Fraction(110)})}
+    node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: current["node"], lambda _p: None))
+    reads: list[str] = []
+    node.manager.refetch_node = reads.append
+    ssd = make_pod(name="ssd", uid="s1", nodeSelector={"disk": "ssd"})
+    hdd = make_pod(name="hdd", uid="h1", nodeSelector={"disk": "hdd"})
+    node.config.set_source_pods("api", [ssd, hdd])
+    await node.settle()
+    assert reads == ["s1", "h1"] and node.phase("s1") is None and node.phase("h1") is None
+    assert "s1" not in node.workers and "h1" not in node.workers
+    node.config.set_source_pods("api", [ssd, hdd])  # the same pods again: still one read each
+    await node.settle()
+    assert reads == ["s1", "h1"]
+    current["node"] = initial_node("node-1", {"disk": "ssd"}, (), {"cpu": Fraction(2), "pods": Fraction(110)})
+    node.manager.readmit("s1")
+    node.manager.readmit("h1")
+    await node.settle()
+    assert node.phase("s1") == "Running"
+    refused = node.statuses.get_pod_status("h1")
+    assert refused is not None and refused["phase"] == "Failed" and refused["reason"] == "NodeAffinity"
+    assert reads == ["s1", "h1"]  # no second read: the refusal stands
