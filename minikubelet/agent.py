@@ -34,7 +34,7 @@ from minikubelet.events import (
 from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
-from minikubelet.node.labels import initial_node
+from minikubelet.node.labels import Node, initial_node
 from minikubelet.node.machine import hugepages_capacity, machine_info
 from minikubelet.node.status import NodeStatusInputs, runtime_errors
 from minikubelet.pod.manager import PodManager
@@ -72,6 +72,7 @@ from probes.manager import ProbeManager
 if TYPE_CHECKING:
     from minikubelet.events.api_sink import ApiEventSink
     from minikubelet.node.join import NodeJoin
+    from minikubelet.node.lister import NodeLister
     from minikubelet.pod.mirror import MirrorPods, StaticPod
     from minikubelet.sources.apiserver import ApiserverPodSource
     from minikubelet.status.api_sync import PodStatusSync
@@ -135,7 +136,7 @@ class Agent:
 
         self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
         self.container_gc = ContainerGC(runtime, self.clock, self.containers.logs, self.workers.uids)
-        admit = PredicateAdmitHandler(lambda: self.node, self._preempt, config.feature_gates)
+        admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates)
         self.manager = PodManager(self.workers, self.statuses, admit_handlers(config, admit), self.clock,
                                   self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
@@ -151,6 +152,8 @@ class Agent:
         ) if config.static_pod_url else None
         self._orphans_pending = True
         self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
+        self.node_lister: NodeLister | None = None
+        self._refetches: set[asyncio.Task[None]] = set()
         self.status_sync: PodStatusSync | None = None
         self.mirrors: MirrorPods | None = None
         self.event_sink: ApiEventSink | None = None
@@ -178,6 +181,32 @@ class Agent:
             lease_duration=config.node_lease_duration_seconds, rotate_certificates=config.rotate_certificates,
             agent=user_agent(__version__),
         ), self.clock, self._node_status_inputs, self.recorder.node_status_event)
+
+    def _admission_node(self) -> Node:
+        """Joined: the Node as the API server has it (labels and taints changed later included, the
+        allocatable it reports); standalone, or before the first list: the node built locally."""
+        known = self.node_lister.get() if self.node_lister is not None else None
+        return known if known is not None else self.node
+
+    def _refetch_node(self, uid: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._refetch_node_then_readmit(uid), name="node-refetch")
+        self._refetches.add(task)
+        task.add_done_callback(self._refetches.discard)
+
+    async def _refetch_node_then_readmit(self, uid: str) -> None:
+        assert self.node_lister is not None
+        try:
+            await self.node_lister.refresh()
+        except Exception as e:  # upstream: the failure stands as it was
+            log.warning("reading the node for admission failed", extra={"kv": {"err": str(e) or type(e).__name__}})
+        self.manager.readmit(uid)
+
+    async def _run_api_pods(self) -> None:
+        # As upstream's apiserver source: the pods are watched once the node's own object has synced, so
+        # the first pods are admitted against the Node's real labels and taints.
+        assert self.api_source is not None and self.node_lister is not None
+        await self.node_lister.synced.wait()
+        await self.api_source.run()
 
     def _probe_changed(self, uid: str) -> None:
         self.workers.wake(uid)
@@ -216,12 +245,15 @@ class Agent:
     def _start_api_pods(self) -> None:
         """Joined: pods bound to the node come from the API server and their statuses go back there."""
         # Imported only when joined, as the join itself (the API client is heavy for a standalone agent).
+        from minikubelet.node.lister import NodeLister
         from minikubelet.pod.mirror import MirrorPods
         from minikubelet.sources.apiserver import ApiserverPodSource
         from minikubelet.status.api_sync import PodStatusSync
 
         assert self.join is not None and self.join.client is not None
         client = self.join.client
+        self.node_lister = NodeLister(client, self.node_name, self.clock)
+        self.manager.refetch_node = self._refetch_node
         self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)
         self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
                                              max_pods=10 * max(self.config.max_pods, 1),
@@ -406,7 +438,8 @@ class Agent:
                     tg.create_task(self.container_gc.run(), name="container-gc"),
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
-                    *([tg.create_task(self.api_source.run(), name="api-pods")] if self.api_source else []),
+                    *([tg.create_task(self.node_lister.run(), name="node-lister")] if self.node_lister else []),
+                    *([tg.create_task(self._run_api_pods(), name="api-pods")] if self.api_source else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
                     *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
                 ]
@@ -417,6 +450,9 @@ class Agent:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
+            for task in list(self._refetches):
+                task.cancel()
+            await asyncio.gather(*self._refetches, return_exceptions=True)
             await self.workers.shutdown()
             try:
                 self.checkpoint.save()

@@ -6,7 +6,7 @@ Pure: handlers see the pod and the pods already admitted, never the runtime.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from minikubelet.base.podview import Pod
@@ -17,6 +17,9 @@ class PodAdmitResult:
     admit: bool
     reason: str = ""
     message: str = ""
+    # Refused only because the Node's labels did not match: upstream reads the Node again from the API
+    # server (getNodeSync) and checks once more before it gives up, in case a label was just added.
+    refetch_node: bool = field(default=False, compare=False)
 
 
 ADMIT = PodAdmitResult(True)

@@ -4,7 +4,7 @@ replacement, and the runtime's orphans. It drives the pod workers; statuses go t
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from cgroups.qos import qos_class
 from cri.types import ANNOTATION_GRACE_PERIOD, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID
@@ -21,6 +21,8 @@ from minikubelet.worker.workers import PodWorkers
 
 log = logging.getLogger("minikubelet.pod.manager")
 
+ORPHAN_GRACE = 1
+
 
 def _deletion_kill(pod: Pod) -> KillPodOptions | None:
     """A pod the API server is deleting gracefully (upstream HandlePodUpdates → the pod worker sees the
@@ -33,10 +35,20 @@ def _deletion_kill(pod: Pod) -> KillPodOptions | None:
     return KillPodOptions(grace_override=grace if isinstance(grace, int) and not isinstance(grace, bool) else None)
 
 
+def _terminal_phase(pod: Pod) -> bool:
+    status = pod.get("status")
+    return isinstance(status, dict) and status.get("phase") in ("Failed", "Succeeded")
+
+
 class PodManager:
     def __init__(self, workers: PodWorkers, statuses: StatusManager, admit_handlers: Sequence[PodAdmitHandler],
-                 clock: Clock, recorder: EventRecorder) -> None:
+                 clock: Clock, recorder: EventRecorder,
+                 refetch_node: Callable[[str], None] | None = None) -> None:
+        """`refetch_node(uid)`: read the Node from the API server again, then call `readmit(uid)` (joined
+        agents only)."""
         self.workers = workers
+        self.refetch_node = refetch_node
+        self._refetching: set[str] = set()  # uids waiting for a fresh Node before their admission ends
         self.statuses = statuses
         self.admit_handlers = list(admit_handlers)
         self._clock = clock
@@ -67,6 +79,7 @@ class PodManager:
         uid = podview.uid(pod)
         self.desired.pop(uid, None)
         self._waiting.pop(uid, None)
+        self._refetching.discard(uid)
         if uid in self._rejected:
             self._rejected.discard(uid)
             self.statuses.remove_pod(uid)
@@ -79,15 +92,20 @@ class PodManager:
             log.info("pod removed from source", extra={"kv": {"pod": podview.format_pod(w.pod)}})
             self.workers.remove_pod(uid)
 
-    def _admit(self, pod: Pod) -> None:
+    def _admit(self, pod: Pod, refetched: bool = False) -> None:
         uid = podview.uid(pod)
-        if uid in self._rejected or uid in self.workers:
+        if uid in self._rejected or uid in self.workers or (uid in self._refetching and not refetched):
             return
         kill = _deletion_kill(pod)
         if kill is not None:
             # Deleted before it ran here (or while the agent was down): no admission, straight to
             # terminating, so what may run of it stops within its grace and the final DELETE follows.
             self.workers.update_pod(pod, kill=kill)
+            return
+        if _terminal_phase(pod):
+            # Upstream HandlePodAdditions admits no pod whose phase is already terminal: a pod rejected
+            # before an agent restart stays rejected, a finished pod is not run again.
+            self._rejected.add(uid)
             return
         full = podview.full_name(pod)
         blocker = next((p for p in self.workers.pods() if podview.full_name(p) == full), None)
@@ -100,10 +118,20 @@ class PodManager:
                 self.workers.remove_pod(blocker_uid)
             return
         result = can_admit_pod(self.admit_handlers, pod, self.workers.active_pods())
+        if not result.admit and result.refetch_node and not refetched and self.refetch_node is not None:
+            self._refetching.add(uid)
+            self.refetch_node(uid)
+            return
+        self._refetching.discard(uid)
         if not result.admit:
             self._reject(pod, result.reason, result.message)
             return
         self.workers.update_pod(pod)
+
+    def readmit(self, uid: str) -> None:
+        """The Node was read again (or could not be): admit the pod against it, without another read."""
+        if uid in self._refetching and uid in self.desired:
+            self._admit(self.desired[uid], refetched=True)
 
     def _reject(self, pod: Pod, reason: str, message: str) -> None:
         """Upstream rejectPod: Failed with the reason, the message prefixed, the pod's QoS class."""
@@ -139,5 +167,8 @@ class PodManager:
                 "spec": {"containers": [], "terminationGracePeriodSeconds": grace},
             }
             log.info("stopping orphaned pod", extra={"kv": {"pod": podview.format_pod(pod)}})
-            self.workers.update_pod(pod, adopted=True)
+            # Upstream HandlePodCleanups kills a running pod no source knows with a grace of 1 s (the
+            # container kill's 2 s minimum still applies): a pod force-deleted while the agent was down
+            # stops at once, not after its own grace.
+            self.workers.update_pod(pod, kill=KillPodOptions(grace_override=ORPHAN_GRACE), adopted=True)
             self.workers.remove_pod(uid)

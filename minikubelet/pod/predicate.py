@@ -10,7 +10,7 @@ with UnexpectedAdmissionError. Checking is pure; `evict` is the only effect.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.node.labels import LABEL_OS, NODE_OS, Node
@@ -120,6 +120,8 @@ class PredicateAdmitHandler:
             return os_refusal
         others = [PodView.of(p) for p in admitted]
         failures = general_filter(view, others, self._node(), self._comparison_operators)
+        only_affinity = bool(failures) and all(
+            isinstance(f, PredicateFailure) and f.name == NODE_AFFINITY[0] for f in failures)
         if failures and is_critical(view):
             non_resource = [f for f in failures if not isinstance(f, InsufficientResource)]
             if non_resource:
@@ -136,5 +138,5 @@ class PredicateAdmitHandler:
                     self._evict(victim.raw)
                 return ADMIT
         if failures:
-            return _failure_result(failures[0])
+            return replace(_failure_result(failures[0]), refetch_node=only_affinity)
         return ADMIT

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 
 from cri.fake import Program
+from cri.types import ContainerState
 from minikubelet.base.podview import Pod
+from minikubelet.node.labels import initial_node
+from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.worker.lifecycle import PodLifecycle
 from tests.unit.fake_node import FakeNode, make_pod
 
@@ -113,3 +117,70 @@ async def test_a_pod_deleted_before_it_started_is_never_admitted(node: FakeNode)
     await node.settle()
     assert not [c for c in node.runtime.statuses() if c.labels.get("io.kubernetes.pod.uid") == "u9"
                 and c.labels.get("io.kubernetes.container.name") == "app"]
+
+
+async def test_an_orphan_is_killed_with_a_grace_of_one_second(node: FakeNode, tmp_path: Path) -> None:
+    """Upstream HandlePodCleanups: a running pod no source knows (force-deleted while the agent was down) is
+    killed with grace 1, so a container ignoring SIGTERM gets SIGKILL after the 2 s container minimum, not
+    after the pod's own 30 s."""
+    node.runtime.program("app", Program(ignore_stop_signal=True))
+    node.config.set_source_pods("api", [make_pod(uid="forced", terminationGracePeriodSeconds=30)])
+    await node.settle()
+    await node.close()
+    successor = FakeNode(tmp_path, runtime=node.runtime)
+    try:
+        await successor.pleg.relist()
+        successor.config.set_source_pods("api", [])
+        successor.manager.adopt_orphans(successor.pleg.runtime_uids)
+        await successor.settle()
+        assert [c for c in node.runtime.statuses() if c.state is ContainerState.RUNNING]
+        await successor.advance(2)
+        assert not [c for c in node.runtime.statuses() if c.state is ContainerState.RUNNING]
+        assert successor.finished == ["forced"]
+    finally:
+        await successor.close()
+
+
+def _with_phase(pod: Pod, phase: str, reason: str = "") -> Pod:
+    return {**pod, "status": {"phase": phase, **({"reason": reason} if reason else {})}}
+
+
+async def test_a_pod_the_api_shows_terminal_is_not_admitted_again(node: FakeNode) -> None:
+    """After an agent restart the API pods come back with their status: a pod rejected earlier (Failed) or
+    finished (Succeeded) gets no worker and no container, and its status is left as the API has it."""
+    rejected = _with_phase(make_pod(name="r", uid="r1", nodeSelector={"pool": "none"}), "Failed", "NodeAffinity")
+    done = _with_phase(make_pod(name="d", uid="d1", restartPolicy="Never"), "Succeeded")
+    node.config.set_source_pods("api", [rejected, done])
+    await node.settle()
+    assert "r1" not in node.workers and "d1" not in node.workers
+    assert node.runtime.statuses() == []
+    assert node.statuses.get_pod_status("r1") is None and node.events("r1") == []
+    node.config.set_source_pods("api", [])
+    await node.settle()
+    assert node.manager.desired == {}
+
+
+async def test_a_node_affinity_refusal_waits_for_the_node_read_again(node: FakeNode) -> None:
+    """Joined, a pod refused only for its node affinity is checked once more against the Node read again
+    from the API server (a label added a moment ago may not have come through the watch yet)."""
+    current = {"node": initial_node("node-1", {}, (), {"cpu": Fraction(2), "pods": Fraction(110)})}
+    node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: current["node"], lambda _p: None))
+    reads: list[str] = []
+    node.manager.refetch_node = reads.append
+    ssd = make_pod(name="ssd", uid="s1", nodeSelector={"disk": "ssd"})
+    hdd = make_pod(name="hdd", uid="h1", nodeSelector={"disk": "hdd"})
+    node.config.set_source_pods("api", [ssd, hdd])
+    await node.settle()
+    assert reads == ["s1", "h1"] and node.phase("s1") is None and node.phase("h1") is None
+    assert "s1" not in node.workers and "h1" not in node.workers
+    node.config.set_source_pods("api", [ssd, hdd])  # the same pods again: still one read each
+    await node.settle()
+    assert reads == ["s1", "h1"]
+    current["node"] = initial_node("node-1", {"disk": "ssd"}, (), {"cpu": Fraction(2), "pods": Fraction(110)})
+    node.manager.readmit("s1")
+    node.manager.readmit("h1")
+    await node.settle()
+    assert node.phase("s1") == "Running"
+    refused = node.statuses.get_pod_status("h1")
+    assert refused is not None and refused["phase"] == "Failed" and refused["reason"] == "NodeAffinity"
+    assert reads == ["s1", "h1"]  # no second read: the refusal stands

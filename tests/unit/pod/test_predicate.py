@@ -295,3 +295,14 @@ def test_priority_lets_a_critical_pod_preempt_a_lower_static_pod() -> None:
     low = pod("low", cpu="1500m", source="file", priority=10)
     assert handler(evicted=evicted).admit(pod("s", cpu="1", source="file", priority=20), [low]) == ADMIT
     assert evicted == [low]
+
+
+def test_the_node_is_read_again_only_when_node_affinity_is_the_only_failure() -> None:
+    """Upstream's generalFilter fetches the Node synchronously and checks again only then."""
+    only_affinity = handler().admit(pod(nodeSelector={"disktype": "hdd"}), [])
+    assert only_affinity == AFFINITY_FAILED and only_affinity.refetch_node
+    with_cpu = handler().admit(pod(cpu="3", nodeSelector={"disktype": "hdd"}), [])
+    assert with_cpu.reason == "OutOfcpu" and not with_cpu.refetch_node
+    with_taint = handler().admit(pod(nodeSelector={"disktype": "hdd"}, tolerations=[]), [])
+    assert with_taint.reason == "NodeAffinity" and not with_taint.refetch_node
+    assert not handler().admit(pod(cpu="3"), []).refetch_node
