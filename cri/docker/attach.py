@@ -2,7 +2,7 @@
 own stdio (multiplexed stdout/stderr frames, or one raw stream when the container was created with a tty).
 
 Closing stdin half-closes the connection: Docker then closes the container's stdin when it was created with
-`StdinOnce` (as `stdinOnce: true` asks), and otherwise just ends this attachment, as the CRI does.
+`StdinOnce` (as `stdinOnce: true` asks), and otherwise ends this attachment's output.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from cri.docker.exec_stream import HijackedSession, hijack
 
 
 class DockerAttachSession(HijackedSession):
-    def __init__(self, client: DockerClient, container_id: str, stream: Stream) -> None:
-        super().__init__(stream)
+    def __init__(self, client: DockerClient, container_id: str, stream: Stream, stdin: bool) -> None:
+        super().__init__(stream, stdin)
         self._client = client
         self._id = container_id
 
@@ -30,4 +30,4 @@ async def attach_stream(client: DockerClient, container_id: str, *, stdin: bool,
         container = await client.raw.containers.get(container_id)
     stream = container.attach(stdin=stdin, stdout=stdout, stderr=stderr and not tty, logs=False)
     await hijack(stream)
-    return DockerAttachSession(client, container_id, stream)
+    return DockerAttachSession(client, container_id, stream, stdin)

@@ -18,9 +18,9 @@ HIJACK_TIMEOUT = 30.0  # the hijack itself; output then flows unbounded
 class HijackedSession:
     """The stdio half of a hijacked Docker connection (exec or attach); resizing is per kind."""
 
-    def __init__(self, stream: Stream) -> None:
+    def __init__(self, stream: Stream, stdin: bool) -> None:
         self._stream = stream
-        self._stdin_closed = False
+        self._stdin_closed = not stdin  # without stdin attached, Docker never reads what we would write
 
     async def read(self) -> tuple[int, bytes] | None:
         with translate_errors():
@@ -53,8 +53,8 @@ async def hijack(stream: Stream) -> None:
 
 
 class DockerExecSession(HijackedSession):
-    def __init__(self, exec_: Exec, stream: Stream) -> None:
-        super().__init__(stream)
+    def __init__(self, exec_: Exec, stream: Stream, stdin: bool) -> None:
+        super().__init__(stream, stdin)
         self._exec = exec_
 
     async def resize(self, width: int, height: int) -> None:
@@ -75,4 +75,4 @@ async def exec_stream(client: DockerClient, container_id: str, cmd: list[str], *
     exec_ = Exec(client.raw, str(created["Id"]), tty=tty)
     stream = exec_.start(detach=False)
     await hijack(stream)
-    return DockerExecSession(exec_, stream)
+    return DockerExecSession(exec_, stream, stdin)
