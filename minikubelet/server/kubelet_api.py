@@ -149,19 +149,17 @@ class KubeletAPI:
         ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
         parsed = exec_options({k: request.query.getall(k) for k in request.query})
         if isinstance(parsed, str):
-            return _text(400, parsed + "\n")
+            return _text(400, parsed)
         opts: ExecOptions = parsed
         pod = self._pod(ns, name)
         if pod is None:
-            return _text(404, "pod does not exist\n")
-        if podview.PodView.of(pod).find(container) is None:
-            return _text(404, f'container "{container}" not found in pod "{name}"\n')
+            return _text(404, "pod does not exist")
         streaming = self.streaming
         if streaming is None:
             return _text(501, "exec is not supported by this container runtime\n")
         running = [c for c in await self._containers(ns, name, container) if c.state is ContainerState.RUNNING]
-        if not running:
-            return _text(400, f'container "{container}" in pod "{name}" is not running\n')
+        if podview.PodView.of(pod).find(container) is None or not running:
+            return _text(500, f'container not found ("{container}")')  # upstream GetExec's running-pod lookup
         cid = running[0].id
 
         async def start() -> ExecSession:
@@ -174,22 +172,22 @@ class KubeletAPI:
         """Upstream `getAttach` + `GetAttach`: the tty is the container's own (it cannot change after start);
         stdin reaches the container only if it was created with `stdin: true` (else it is read and dropped,
         as containerd does); a container that is not running is not found, as the kubelet's running-pod lookup
-        has it (500, the runtime's error text as the body)."""
+        has it (500, the lookup's error text as the body)."""
         ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
         parsed = exec_options({k: request.query.getall(k) for k in request.query}, command_required=False)
         if isinstance(parsed, str):
-            return _text(400, parsed + "\n")
+            return _text(400, parsed)
         opts: ExecOptions = parsed
         pod = self._pod(ns, name)
         if pod is None:
-            return _text(404, "pod does not exist\n")
+            return _text(404, "pod does not exist")
         attaching = self.streaming
         if not isinstance(attaching, AttachingRuntime):
             return _text(501, "attach is not supported by this container runtime\n")
         spec = podview.PodView.of(pod).find(container)
         running = [c for c in await self._containers(ns, name, container) if c.state is ContainerState.RUNNING]
         if spec is None or not running:
-            return web.Response(status=500, text=f"container {container} not found in pod {name}_{ns}")
+            return _text(500, f"container {container} not found in pod {name}_{ns}")
         cid = running[0].id
         tty, stdin = bool(spec.raw.get("tty")), bool(spec.raw.get("stdin"))
 
@@ -203,7 +201,9 @@ class KubeletAPI:
         if request.headers.get("Upgrade", "").lower() == "websocket":
             return await self._stream_websocket(request, opts, remote)
         if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
-            return _text(500, "Upgrade request required\n")
+            refused = _text(500, "Upgrade request required\n")  # Go's http.Error, as recorded
+            refused.headers["X-Content-Type-Options"] = "nosniff"
+            return refused
         return await self._stream_spdy(request, opts, remote)
 
     async def _stream_websocket(self, request: web.Request, opts: ExecOptions,

@@ -24,6 +24,7 @@ from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, container_id, free_port, simple_pod
 from tests.integration.test_agent_kubelet_api import write_pki
 from tests.spdy_client import RemoteCommand, SpdyClient, UpgradeRefused
+from tests.unit.server.streaming.recorded import KUBELET_API
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
@@ -114,9 +115,28 @@ async def test_exec_over_spdy(tmp_path: Path, agent: AgentProcess) -> None:
 
     with pytest.raises(UpgradeRefused) as refused:
         await api.spdy(f"/exec/{api.ns}/no-such-pod/c?command=true&output=1")
-    assert (refused.value.status, refused.value.body) == (404, b"pod does not exist\n")
-    async with aiohttp.ClientSession() as s, s.get(f"https://{HOST}:{api.port}{echo}", ssl=api.ctx) as r:
-        assert (r.status, await r.text()) == (500, "Upgrade request required\n")
+    assert (refused.value.status, refused.value.body) == (404, b"pod does not exist")
+    with pytest.raises(UpgradeRefused) as refused:
+        await api.spdy(api.path("exec", "shell", "nope", ("true",), output=1))
+    assert (refused.value.status, refused.value.body) == (500, b'container not found ("nope")')
+
+    # The recorded direct-exec-errors answers: no upgrade (500), unknown pod (404), same status, type and body.
+    base = f"https://{HOST}:{api.port}"
+    for recorded, path in (("s2c.bin", f"/exec/{api.ns}/{api.pods['shell']}/shell?command=true&output=1&error=1"),
+                           ("conn2-s2c.bin", f"/exec/{api.ns}/no-such-pod/c?command=true&output=1&error=1")):
+        status, headers, body = recorded_response(KUBELET_API / "direct-exec-errors" / recorded)
+        async with aiohttp.ClientSession() as s, s.get(base + path, ssl=api.ctx) as r:
+            assert (r.status, await r.read()) == (status, body)
+            for name in ("Content-Type", "X-Content-Type-Options"):
+                assert r.headers.get(name) == headers.get(name.lower()), name
+
+
+def recorded_response(path: Path) -> tuple[int, dict[str, str], bytes]:
+    raw = path.read_bytes()
+    head, body = raw.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    return int(lines[0].split(" ")[1]), headers, body
 
 
 async def _size_seen(write: Any, read_until: Any, expected: bytes, start: int) -> int:
@@ -212,7 +232,10 @@ async def test_attach(tmp_path: Path, agent: AgentProcess, docker: aiodocker.Doc
     with pytest.raises(UpgradeRefused) as refused:
         await api.spdy(api.path("attach", "attach-spdy", "main"))
     assert (refused.value.status, refused.value.body) == (400, b"you must specify at least 1 of stdin, stdout, "
-                                                              b"stderr\n")
+                                                              b"stderr")
+    with pytest.raises(UpgradeRefused) as refused:
+        await api.spdy(f"/attach/{api.ns}/no-such-pod/main?output=1")
+    assert (refused.value.status, refused.value.body) == (404, b"pod does not exist")
 
     # A container without stdin: output flows, stdin is read and dropped; leaving does not stop it.
     async with ws_client.session(api.ws_url(api.path("attach", "ticker", "main", **flags)), api.ctx) as ws:
