@@ -55,25 +55,36 @@ def exec_options(query: dict[str, list[str]], command_required: bool = True) -> 
     return opts
 
 
-def exit_status(code: int, command: tuple[str, ...]) -> bytes:
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def _go_json(value: object) -> bytes:
+    """JSON as Go's encoding/json writes it: compact, UTF-8, and `<`, `>`, `&`, U+2028/9 escaped."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return "".join(_GO_ESCAPES.get(ch, ch) for ch in text).encode()
+
+
+def exit_status(code: int, command: tuple[str, ...], websocket: bool = False) -> bytes:
+    """The Status for an ended exec. The wording is per transport, as recorded: over SPDY the CRI streaming
+    server's (it names the command), over WebSocket the 1.36 kubelet's translator's."""
     if code == 0:
         status: dict[str, object] = {"metadata": {}, "status": "Success"}
     else:
+        cause = (f"command terminated with exit code {code}" if websocket
+                 else f"error executing command [{' '.join(command)}], exit code {code}")
         status = {
             "metadata": {}, "status": "Failure",
-            "message": f"command terminated with non-zero exit code: error executing command [{' '.join(command)}], "
-                       f"exit code {code}",
+            "message": f"command terminated with non-zero exit code: {cause}",
             "reason": "NonZeroExitCode",
             "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
         }
-    return json.dumps(status, separators=(",", ":")).encode()
+    return _go_json(status)
 
 
 def error_status(message: str) -> bytes:
     """apimachinery's `NewInternalError`, as the streaming server writes it when the runtime call failed."""
-    return json.dumps({"metadata": {}, "status": "Failure", "message": f"Internal error occurred: {message}",
-                       "reason": "InternalError", "details": {"causes": [{"message": message}]}, "code": 500},
-                      separators=(",", ":")).encode()
+    return _go_json({"metadata": {}, "status": "Failure", "message": f"Internal error occurred: {message}",
+                     "reason": "InternalError", "details": {"causes": [{"message": message}]}, "code": 500})
 
 
 S = TypeVar("S", bound=StreamSession)
@@ -247,7 +258,7 @@ async def serve_websocket_exec(ws: ChannelWebSocket, opts: ExecOptions, remote: 
             await pump_output(session, out)
         code = await remote.exit_code(session)
         with contextlib.suppress(ConnectionError, OSError):
-            await ws.send(Channel.ERROR, exit_status(code, opts.command))
+            await ws.send(Channel.ERROR, exit_status(code, opts.command, websocket=True))
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)

@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -20,13 +21,14 @@ from minikubelet.server.exec import (
     error_status,
     exec_options,
     exec_remote,
+    exit_status,
     serve_spdy_exec,
 )
 from minikubelet.server.streaming import negotiation
 from minikubelet.server.streaming.connection import SpdyConnection
 from minikubelet.server.streaming.spdy import FrameDecoder, SynStream
 from tests.spdy_client import RemoteCommand, SpdyClient
-from tests.unit.server.streaming.recorded import KUBELET_API, load
+from tests.unit.server.streaming.recorded import KUBELET_API, load, recorded_data
 
 
 @dataclass
@@ -211,3 +213,17 @@ def test_attach_options() -> None:
     assert exec_options({"tty": ["1"]}, command_required=False) == \
         "you must specify at least 1 of stdin, stdout, stderr"
     assert json.loads(error_status("boom"))["message"] == "Internal error occurred: boom"
+
+
+@pytest.mark.parametrize("scenario", ["exec-echo-spdy", "exec-exit3-spdy", "exec-exit3-ws", "attach-spdy"])
+def test_statuses_are_the_recorded_bytes(scenario: str) -> None:
+    rec = load(scenario)
+    request_line = rec.connection["exchanges"][0]["request"]["start_line"]
+    query = parse_qs(urlsplit(request_line.split(" ")[1]).query)
+    error_frames = [f for f in rec.frames("s2c") if f.get("stream_id") == 1 and f.get("kind") == "data"] \
+        or [f for f in rec.frames("s2c") if f.get("channel") == 3]
+    recorded, _ = recorded_data(next(f for f in error_frames if recorded_data(f)[1] > 0))
+    assert recorded is not None
+    code = int(json.loads(recorded)["details"]["causes"][0]["message"]) if b"ExitCode" in recorded else 0
+    status = exit_status(code, tuple(query.get("command", [])), websocket=scenario.endswith("-ws"))
+    assert status == recorded.removeprefix(b"\x03")
