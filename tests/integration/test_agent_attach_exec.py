@@ -18,13 +18,13 @@ import aiodocker
 import aiohttp
 import pytest
 
-from minikubelet.server.streaming.spdy import DataFrame, GoAway, GoAwayStatus, RstStatus, RstStream
+from minikubelet.server.streaming.spdy import DataFrame, FrameDecoder, GoAway, GoAwayStatus, RstStatus, RstStream
 from tests import spdy_client, ws_client
 from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, container_id, free_port, simple_pod
 from tests.integration.test_agent_kubelet_api import write_pki
 from tests.spdy_client import RemoteCommand, SpdyClient, UpgradeRefused
-from tests.unit.server.streaming.recorded import KUBELET_API
+from tests.unit.server.streaming.recorded import KUBELET_API, load
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
@@ -275,3 +275,82 @@ async def test_copy_through_exec(tmp_path: Path, agent: AgentProcess) -> None:
         out = await download(back)
         assert out.status == SUCCESS
         assert _untar(out.stdout, name) == payload
+
+
+# -- the recorded API server bytes, replayed -------------------------------------------------------------------
+
+RECORDED_SHELL = ["sh", "-c", "mkdir -p /data && printf 'fixture file line 1\\nfixture file line 2\\n' > /data/hello.txt"
+                  " && exec sleep 100000"]  # the recorded pod's command (cp-spdy/notes.md)
+
+
+@dataclass
+class Seen:
+    head: bytes
+    data: dict[int, bytes]
+    fins: set[int]
+    resets: list[RstStream]
+    goaway: list[GoAway]
+
+
+def _seen(head: bytes, stream: bytes) -> Seen:
+    seen = Seen(head, {}, set(), [], [])
+    for frame in FrameDecoder().feed(stream):
+        match frame:
+            case DataFrame(sid, data, fin):
+                seen.data[sid] = seen.data.get(sid, b"") + data
+                if fin:
+                    seen.fins.add(sid)
+            case RstStream():
+                seen.resets.append(frame)
+            case GoAway():
+                seen.goaway.append(frame)
+    return seen
+
+
+async def _replay(api: Api, scenario: str, path: str) -> tuple[Seen, Seen]:
+    """Sends what the API server sent in `scenario` (its request head on our pod's path, then its SYN_STREAM and
+    DATA frames as recorded, Go's zlib blocks included; its closing RST_STREAM/GOAWAY left out) and returns what
+    the agent answered beside what the real kubelet answered."""
+    rec = load(scenario)
+    c2s = rec.raw("c2s")
+    head_end = c2s.index(b"\r\n\r\n") + 4
+    request_line, rest = c2s[:head_end].split(b"\r\n", 1)
+    method, _, version = request_line.split(b" ")
+    frames = b"".join(
+        c2s[head_end + f["offset"]:head_end + f["offset"] + 8 + f["length"]] for f in rec.frames("c2s")
+        if f["kind"] == "data" or f.get("type") == "SYN_STREAM")
+    reader, writer = await asyncio.open_connection(HOST, api.port, ssl=api.ctx)
+    try:
+        writer.write(b" ".join((method, path.encode(), version)) + b"\r\n" + rest)
+        head = await reader.readuntil(b"\r\n\r\n")  # the API server's SPDY dialer waits for the 101
+        writer.write(frames)
+        answer = b""
+        try:
+            async with asyncio.timeout(30):
+                while chunk := await reader.read(65536):
+                    answer += chunk
+        except TimeoutError as exc:
+            raise AssertionError(f"{scenario}: no end after {answer!r}") from exc
+    finally:
+        writer.close()
+    return _seen(head, answer), _seen(rec.response_head(), rec.after_head("s2c"))
+
+
+async def test_recorded_spdy_sessions_replayed(tmp_path: Path, agent: AgentProcess) -> None:
+    api = await start_api(agent, tmp_path, {"shell": simple_pod("shell", [{"name": "shell", "command": RECORDED_SHELL}],
+                                                               terminationGracePeriodSeconds=1),
+                                            "attach-spdy": reader_pod("attach-spdy")})
+    for scenario in ("exec-echo-spdy", "exec-exit3-spdy", "exec-stdin-spdy", "attach-spdy", "cp-spdy"):
+        request_line = load(scenario).connection["exchanges"][0]["request"]["start_line"]
+        recorded_path = request_line.split(" ")[1]
+        verb, _, pod, _ = recorded_path.split("?")[0].strip("/").split("/")
+        path = recorded_path.replace(f"/{verb}/fixtures/{pod}/", f"/{verb}/{api.ns}/{api.pods[pod]}/", 1)
+        ours, real = await _replay(api, scenario, path)
+        assert ours.head == real.head, scenario  # the 101, byte for byte
+        if scenario == "cp-spdy":  # a tar has times and owners of its own: compare what it holds
+            stdout = 3
+            assert _untar(ours.data.pop(stdout), "data/hello.txt") == _untar(real.data.pop(stdout), "data/hello.txt")
+        assert ours.data == real.data, scenario  # every stream's bytes: output, stderr, the Status
+        assert ours.fins == real.fins, scenario
+        assert ours.resets == real.resets, scenario
+        assert ours.goaway == real.goaway, scenario
