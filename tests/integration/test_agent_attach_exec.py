@@ -354,3 +354,78 @@ async def test_recorded_spdy_sessions_replayed(tmp_path: Path, agent: AgentProce
         assert ours.fins == real.fins, scenario
         assert ours.resets == real.resets, scenario
         assert ours.goaway == real.goaway, scenario
+
+
+@dataclass(frozen=True)
+class WsFrame:
+    opcode: int
+    payload: bytes  # unmasked
+    raw: bytes  # as on the wire
+
+
+def _ws_frames(data: bytes) -> list[WsFrame]:
+    frames, pos = [], 0
+    while pos + 2 <= len(data):
+        start, b1 = pos, data[pos + 1]
+        size, pos = b1 & 0x7F, pos + 2
+        if size in (126, 127):
+            width = 2 if size == 126 else 8
+            size, pos = int.from_bytes(data[pos:pos + width], "big"), pos + width
+        mask = data[pos:pos + 4] if b1 & 0x80 else b""
+        pos += len(mask)
+        payload = data[pos:pos + size]
+        pos += size
+        if mask:
+            payload = bytes(c ^ mask[i % 4] for i, c in enumerate(payload))
+        frames.append(WsFrame(data[start] & 0x0F, payload, data[start:pos]))
+    return frames
+
+
+def _by_channel(frames: list[WsFrame]) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for f in frames:
+        if f.opcode == 2:
+            out[f.payload[0]] = out.get(f.payload[0], b"") + f.payload[1:]
+    return out
+
+
+async def test_recorded_websocket_sessions_replayed(tmp_path: Path, agent: AgentProcess) -> None:
+    api = await start_api(agent, tmp_path, {"shell": simple_pod("shell", [{"name": "shell", "command": RECORDED_SHELL}],
+                                                               terminationGracePeriodSeconds=1),
+                                            "attach-ws": reader_pod("attach-ws")})
+    for scenario in ("exec-echo-ws", "exec-exit3-ws", "exec-stdin-ws", "attach-ws", "cp-ws"):
+        rec = load(scenario)
+        c2s, s2c = rec.raw("c2s"), rec.raw("s2c")
+        head_end = c2s.index(b"\r\n\r\n") + 4
+        request_line, rest = c2s[:head_end].split(b"\r\n", 1)
+        method, recorded_path, version = request_line.decode().split(" ")
+        verb, _, pod, _ = recorded_path.split("?")[0].strip("/").split("/")
+        path = recorded_path.replace(f"/{verb}/fixtures/{pod}/", f"/{verb}/{api.ns}/{api.pods[pod]}/", 1)
+        client = _ws_frames(c2s[head_end:])  # kubectl's frames, masked as recorded; its close answer last
+        answer_close = [f for f in client if f.opcode == 8]  # (the cp-ws recording ends before kubectl's)
+        client = [f for f in client if f.opcode != 8]
+        reader, writer = await asyncio.open_connection(HOST, api.port, ssl=api.ctx)
+        try:
+            writer.write(f"{method} {path} {version}\r\n".encode() + rest)
+            head = await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"".join(f.raw for f in client))
+            answer = b""
+            async with asyncio.timeout(30):
+                while not any(f.opcode == 8 for f in _ws_frames(answer)):
+                    chunk = await reader.read(65536)
+                    assert chunk, f"{scenario}: closed before the close frame: {answer!r}"
+                    answer += chunk
+            writer.write(b"".join(f.raw for f in answer_close))
+        finally:
+            writer.close()
+        real_head = s2c[:s2c.index(b"\r\n\r\n") + 4]
+        for wanted in (b"HTTP/1.1 101 Switching Protocols", b"Sec-WebSocket-Accept:", b"Sec-WebSocket-Protocol:"):
+            line = next(x for x in real_head.split(b"\r\n") if x.startswith(wanted))
+            assert line in head.split(b"\r\n"), (scenario, line, head)
+        ours, real = _ws_frames(answer), _ws_frames(s2c[len(real_head):])
+        assert ours[0].payload == real[0].payload == b"\x01", scenario  # the empty stdout message first
+        assert (ours[-1].opcode, ours[-1].payload) == (real[-1].opcode, real[-1].payload) == (8, b"\x03\xe8")
+        mine, theirs = _by_channel(ours), _by_channel(real)
+        if scenario == "cp-ws":
+            assert _untar(mine.pop(1), "data/hello.txt") == _untar(theirs.pop(1), "data/hello.txt")
+        assert mine == theirs, scenario  # stdout, stderr and the Status, byte for byte
