@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|churn|precision [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency [options]"""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ def main() -> None:
     s.add_argument("--grace", type=int, default=2)
     s.add_argument("--kills", type=int, default=5)
     s.add_argument("--restarts", type=int, default=4, help="0 skips; 4 takes about 75 s")
+    s = sub.add_parser("stream-latency", help="exec round trip (WebSocket, SPDY, docker exec) and log-follow latency")
+    s.add_argument("--samples", type=int, default=50, help="exec round trips per way")
+    s.add_argument("--lines", type=int, default=100, help="log lines followed")
+    s.add_argument("--interval", type=float, default=0.1, help="seconds between log lines")
     a = p.parse_args()
     if a.name == "startup":
         from bench import startup
@@ -38,6 +42,10 @@ def main() -> None:
         from bench import churn
 
         asyncio.run(churn.main(a.pods, a.wave))
+    elif a.name == "stream-latency":
+        from bench import stream_latency
+
+        asyncio.run(stream_latency.main(a.samples, a.lines, a.interval))
     elif a.name == "footprint":
         from bench import footprint
 

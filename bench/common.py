@@ -109,11 +109,12 @@ def sleeper_pod(name: str, **spec: Any) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def running_agent() -> AsyncIterator[AgentProcess]:
-    """The real agent process on a fresh static pod dir and root dir, healthy, stopped afterwards."""
+async def running_agent(extra: dict[str, Any] | None = None) -> AsyncIterator[AgentProcess]:
+    """The real agent process on a fresh static pod dir and root dir, healthy, stopped afterwards; `extra` adds
+    configuration fields."""
     with tempfile.TemporaryDirectory(prefix="mkl-bench-") as tmp:
         agent = AgentProcess(Path(tmp), docker_host())
-        agent.extra = {"fileCheckFrequency": "20s"}
+        agent.extra = {"fileCheckFrequency": "20s", **(extra or {})}
         agent.start()
         docker = aiodocker.Docker(url=agent.docker_host)
         try:

@@ -1,7 +1,9 @@
-"""An optional runtime capability: interactive exec (CRI `Exec`, served by the runtime's streaming server).
+"""Optional runtime capabilities: interactive exec and attach (CRI `Exec`/`Attach`, served by the runtime's
+streaming server).
 
 `cri.runtime.Runtime` stays as it is; a runtime that can hand out a live exec session implements
-`StreamingRuntime` too, and the kubelet API checks for it (`isinstance`) before offering /exec.
+`StreamingRuntime` too, one that can attach to a container's own streams `AttachingRuntime`, and the kubelet
+API checks for them (`isinstance`) before offering /exec and /attach.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ STDOUT = 1
 STDERR = 2
 
 
-class ExecSession(Protocol):
-    """One running exec process: its stdin, its output (stream number and bytes), its exit code."""
+class StreamSession(Protocol):
+    """Live streams of a process (an exec'd one, or a container's main process): stdin in, output out."""
 
     async def read(self) -> tuple[int, bytes] | None:
         """The next output chunk as (STDOUT|STDERR, data); None at the end of the output."""
@@ -27,11 +29,15 @@ class ExecSession(Protocol):
     async def resize(self, width: int, height: int) -> None:
         """The terminal size, for tty sessions."""
 
-    async def exit_code(self) -> int:
-        """After the output ended: the exit code (-1 when the runtime does not know it)."""
-
     async def close(self) -> None:
         """Drop the connection to the process (it may keep running, as with the CRI)."""
+
+
+class ExecSession(StreamSession, Protocol):
+    """One running exec process; it also has an exit code."""
+
+    async def exit_code(self) -> int:
+        """After the output ended: the exit code (-1 when the runtime does not know it)."""
 
 
 @runtime_checkable
@@ -39,3 +45,12 @@ class StreamingRuntime(Protocol):
     async def exec_stream(self, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool, stderr: bool,
                           tty: bool) -> ExecSession:
         """Start cmd in the container with the given streams attached. Raises NotFoundError."""
+
+
+@runtime_checkable
+class AttachingRuntime(Protocol):
+    async def attach_stream(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool,
+                            tty: bool) -> StreamSession:
+        """Attach to the running container's own stdio. `tty` is how the container was created (its output is
+        then one raw stream). Raises NotFoundError, or RuntimeError_ when the runtime
+        refuses (a container that is not running)."""

@@ -12,12 +12,15 @@ from cri.docker.client import DockerClient, translate_errors
 from cri.docker.exec import _exit_code
 from cri.streaming import STDERR, STDOUT
 
+HIJACK_TIMEOUT = 30.0  # the hijack itself; output then flows unbounded
 
-class DockerExecSession:
-    def __init__(self, exec_: Exec, stream: Stream) -> None:
-        self._exec = exec_
+
+class HijackedSession:
+    """The stdio half of a hijacked Docker connection (exec or attach); resizing is per kind."""
+
+    def __init__(self, stream: Stream, stdin: bool) -> None:
         self._stream = stream
-        self._stdin_closed = False
+        self._stdin_closed = not stdin  # without stdin attached, Docker never reads what we would write
 
     async def read(self) -> tuple[int, bytes] | None:
         with translate_errors():
@@ -40,6 +43,20 @@ class DockerExecSession:
         if transport is not None and transport.can_write_eof():
             transport.write_eof()
 
+    async def close(self) -> None:
+        await self._stream.close()
+
+
+async def hijack(stream: Stream) -> None:
+    with translate_errors():
+        await asyncio.wait_for(stream._init(), timeout=HIJACK_TIMEOUT)
+
+
+class DockerExecSession(HijackedSession):
+    def __init__(self, exec_: Exec, stream: Stream, stdin: bool) -> None:
+        super().__init__(stream, stdin)
+        self._exec = exec_
+
     async def resize(self, width: int, height: int) -> None:
         with translate_errors():
             await self._exec.resize(h=height, w=width)
@@ -47,9 +64,6 @@ class DockerExecSession:
     async def exit_code(self) -> int:
         with translate_errors():
             return await _exit_code(self._exec)
-
-    async def close(self) -> None:
-        await self._stream.close()
 
 
 async def exec_stream(client: DockerClient, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool,
@@ -60,6 +74,5 @@ async def exec_stream(client: DockerClient, container_id: str, cmd: list[str], *
     )
     exec_ = Exec(client.raw, str(created["Id"]), tty=tty)
     stream = exec_.start(detach=False)
-    with translate_errors():
-        await asyncio.wait_for(stream._init(), timeout=30.0)  # the hijack itself; output then flows unbounded
-    return DockerExecSession(exec_, stream)
+    await hijack(stream)
+    return DockerExecSession(exec_, stream, stdin)

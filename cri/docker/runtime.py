@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from cri.docker import archive, convert
+from cri.docker.attach import DockerAttachSession, attach_stream
 from cri.docker.client import DockerAPIError, DockerClient, label_filters
 from cri.docker.create_config import ConfigError, container_create_body, log_options, sandbox_create_body
 from cri.docker.events import container_events
@@ -357,6 +358,11 @@ class DockerRuntime:
         """cri.streaming.StreamingRuntime: an interactive exec for the kubelet API's /exec."""
         return await exec_stream(self._client, container_id, cmd, stdin=stdin, stdout=stdout, stderr=stderr,
                                  tty=tty)
+
+    async def attach_stream(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool,
+                            tty: bool) -> DockerAttachSession:
+        """cri.streaming.AttachingRuntime: the container's own stdio for the kubelet API's /attach."""
+        return await attach_stream(self._client, container_id, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
 
     def events(self) -> AsyncIterator[ContainerEvent]:
         return container_events(self._client)

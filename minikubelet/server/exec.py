@@ -1,9 +1,10 @@
-"""`/exec/{ns}/{pod}/{container}` (upstream `cri/streaming/remotecommand`): a runtime exec session bridged to
-SPDY/3.1 streams or WebSocket channels.
+"""`/exec/{ns}/{pod}/{container}` and `/attach/...` (upstream `cri/streaming/remotecommand`): a runtime stream
+session (an exec'd process, or the container's own stdio) bridged to SPDY/3.1 streams or WebSocket channels.
 
 Both transports carry the same thing: stdin in, stdout and stderr out, resize events in, and at the end the
-exit status on the error stream/channel (v4+: a Status JSON; `NonZeroExitCode` with the code as cause
-`ExitCode`). Each session runs in the request's own task, so a long exec never holds up anything else.
+status on the error stream/channel (v4+: a Status JSON; for exec `NonZeroExitCode` with the code as cause
+`ExitCode`, for attach always Success unless attaching failed). Each session runs in the request's own task, so
+a long stream never holds up anything else.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-from cri.streaming import STDERR, ExecSession
+from cri.streaming import STDERR, ExecSession, StreamSession
 from minikubelet.server.streaming.channel_codec import Channel, ChannelClosed, ChannelData, supports_close
 from minikubelet.server.streaming.channels import ChannelWebSocket
 from minikubelet.server.streaming.connection import SpdyConnection, SpdyStream
@@ -53,23 +55,65 @@ def exec_options(query: dict[str, list[str]], command_required: bool = True) -> 
     return opts
 
 
-def exit_status(code: int, command: tuple[str, ...]) -> bytes:
+_GO_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def _go_json(value: object) -> bytes:
+    """JSON as Go's encoding/json writes it: compact, UTF-8, and `<`, `>`, `&`, U+2028/9 escaped."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return "".join(_GO_ESCAPES.get(ch, ch) for ch in text).encode()
+
+
+def exit_status(code: int, command: tuple[str, ...], websocket: bool = False) -> bytes:
+    """The Status for an ended exec. The wording is per transport, as recorded: over SPDY the CRI streaming
+    server's (it names the command), over WebSocket the 1.36 kubelet's translator's."""
     if code == 0:
         status: dict[str, object] = {"metadata": {}, "status": "Success"}
     else:
+        cause = (f"command terminated with exit code {code}" if websocket
+                 else f"error executing command [{' '.join(command)}], exit code {code}")
         status = {
             "metadata": {}, "status": "Failure",
-            "message": f"command terminated with non-zero exit code: error executing command [{' '.join(command)}], "
-                       f"exit code {code}",
+            "message": f"command terminated with non-zero exit code: {cause}",
             "reason": "NonZeroExitCode",
             "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
         }
-    return json.dumps(status, separators=(",", ":")).encode()
+    return _go_json(status)
 
 
 def error_status(message: str) -> bytes:
-    return json.dumps({"metadata": {}, "status": "Failure", "message": message, "reason": "InternalError",
-                       "code": 500}, separators=(",", ":")).encode()
+    """apimachinery's `NewInternalError`, as the streaming server writes it when the runtime call failed."""
+    return _go_json({"metadata": {}, "status": "Failure", "message": f"Internal error occurred: {message}",
+                     "reason": "InternalError", "details": {"causes": [{"message": message}]}, "code": 500})
+
+
+S = TypeVar("S", bound=StreamSession)
+
+
+@dataclass(frozen=True)
+class Remote(Generic[S]):
+    """What a stream request runs: `start` opens the runtime session, `exit_code` reads its outcome once the
+    output ended, `failure` prefixes a start error (upstream's wording per endpoint)."""
+
+    start: Callable[[], Awaitable[S]]
+    exit_code: Callable[[S], Awaitable[int]]
+    failure: str
+
+
+async def _exec_exit_code(session: ExecSession) -> int:
+    return await session.exit_code()
+
+
+async def _attached(session: StreamSession) -> int:
+    return 0  # attach reports Success whatever the container's own exit code
+
+
+def exec_remote(start: Callable[[], Awaitable[ExecSession]]) -> Remote[ExecSession]:
+    return Remote(start, _exec_exit_code, "error executing command in container")
+
+
+def attach_remote(start: Callable[[], Awaitable[StreamSession]]) -> Remote[StreamSession]:
+    return Remote(start, _attached, "error attaching to container")
 
 
 def _resize(line: bytes) -> tuple[int, int] | None:
@@ -83,7 +127,7 @@ def _resize(line: bytes) -> tuple[int, int] | None:
 Output = Callable[[int, bytes], Awaitable[None]]
 
 
-async def pump_output(session: ExecSession, out: Output) -> None:
+async def pump_output(session: StreamSession, out: Output) -> None:
     while (chunk := await session.read()) is not None:
         await out(*chunk)
 
@@ -107,8 +151,7 @@ async def _expected_streams(conn: SpdyConnection, opts: ExecOptions) -> dict[str
     return streams
 
 
-async def serve_spdy_exec(conn: SpdyConnection, protocol: str, opts: ExecOptions,
-                          start: Callable[[], Awaitable[ExecSession]]) -> None:
+async def serve_spdy_exec(conn: SpdyConnection, protocol: str, opts: ExecOptions, remote: Remote[S]) -> None:
     runner = asyncio.create_task(conn.run(), name="spdy-exec-reader")
     try:
         try:
@@ -118,14 +161,14 @@ async def serve_spdy_exec(conn: SpdyConnection, protocol: str, opts: ExecOptions
             return
         error = streams["error"]
         try:
-            session = await start()
+            session = await remote.start()
         except Exception as exc:
+            message = f"{remote.failure}: {str(exc)[:512]}"
             with contextlib.suppress(ConnectionError, OSError):
-                await error.write(error_status(str(exc)[:512]) if protocol not in _PLAIN_ERRORS
-                                  else str(exc)[:512].encode())
+                await error.write(error_status(message) if protocol not in _PLAIN_ERRORS else message.encode())
             return
         try:
-            await _run_spdy(session, streams, protocol, opts)
+            await _run_spdy(session, remote, streams, protocol, opts)
         finally:
             await session.close()
         with contextlib.suppress(ConnectionError, OSError):
@@ -144,7 +187,8 @@ async def serve_spdy_exec(conn: SpdyConnection, protocol: str, opts: ExecOptions
 _PLAIN_ERRORS = {REMOTECOMMAND_V1, REMOTECOMMAND_V2, REMOTECOMMAND_V3}  # only v4+ put a Status on the error stream
 
 
-async def _run_spdy(session: ExecSession, streams: dict[str, SpdyStream], protocol: str, opts: ExecOptions) -> None:
+async def _run_spdy(session: S, remote: Remote[S], streams: dict[str, SpdyStream], protocol: str,
+                    opts: ExecOptions) -> None:
     async def out(kind: int, data: bytes) -> None:
         target = streams.get("stderr" if kind == STDERR and "stderr" in streams else "stdout")
         if target is not None and data:
@@ -158,7 +202,7 @@ async def _run_spdy(session: ExecSession, streams: dict[str, SpdyStream], protoc
     try:
         with contextlib.suppress(ConnectionError, OSError):
             await pump_output(session, out)
-        code = await session.exit_code()
+        code = await remote.exit_code(session)
         with contextlib.suppress(ConnectionError, OSError):
             for kind in ("stdout", "stderr"):
                 if kind in streams:
@@ -174,13 +218,13 @@ async def _run_spdy(session: ExecSession, streams: dict[str, SpdyStream], protoc
         await asyncio.gather(*helpers, return_exceptions=True)
 
 
-async def _spdy_stdin(stream: SpdyStream, session: ExecSession) -> None:
+async def _spdy_stdin(stream: SpdyStream, session: StreamSession) -> None:
     while data := await stream.read():
         await session.write(data)
     await session.close_stdin()
 
 
-async def _spdy_resize(stream: SpdyStream, session: ExecSession) -> None:
+async def _spdy_resize(stream: SpdyStream, session: StreamSession) -> None:
     pending = b""
     while data := await stream.read():
         pending += data
@@ -194,14 +238,13 @@ async def _spdy_resize(stream: SpdyStream, session: ExecSession) -> None:
 
 # -- WebSocket ------------------------------------------------------------------------------------------------
 
-async def serve_websocket_exec(ws: ChannelWebSocket, opts: ExecOptions,
-                               start: Callable[[], Awaitable[ExecSession]]) -> None:
+async def serve_websocket_exec(ws: ChannelWebSocket, opts: ExecOptions, remote: Remote[S]) -> None:
     # The recorded kubelet first sends an empty stdout message (upstream's handshake write).
     await ws.send(Channel.STDOUT, b"")
     try:
-        session = await start()
+        session = await remote.start()
     except Exception as exc:
-        await ws.send(Channel.ERROR, error_status(str(exc)[:512]))
+        await ws.send(Channel.ERROR, error_status(f"{remote.failure}: {str(exc)[:512]}"))
         await ws.close()
         return
 
@@ -213,9 +256,9 @@ async def serve_websocket_exec(ws: ChannelWebSocket, opts: ExecOptions,
     try:
         with contextlib.suppress(ConnectionError, OSError):
             await pump_output(session, out)
-        code = await session.exit_code()
+        code = await remote.exit_code(session)
         with contextlib.suppress(ConnectionError, OSError):
-            await ws.send(Channel.ERROR, exit_status(code, opts.command))
+            await ws.send(Channel.ERROR, exit_status(code, opts.command, websocket=True))
     finally:
         reader.cancel()
         await asyncio.gather(reader, return_exceptions=True)
@@ -223,7 +266,7 @@ async def serve_websocket_exec(ws: ChannelWebSocket, opts: ExecOptions,
     await ws.close()
 
 
-async def _ws_input(ws: ChannelWebSocket, session: ExecSession, opts: ExecOptions) -> None:
+async def _ws_input(ws: ChannelWebSocket, session: StreamSession, opts: ExecOptions) -> None:
     pending = b""
     while (msg := await ws.receive()) is not None:
         if isinstance(msg, ChannelClosed):

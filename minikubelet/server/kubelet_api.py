@@ -1,7 +1,7 @@
 """The authenticated kubelet API on `port` (10250): upstream `pkg/kubelet/server/server.go`'s secure server.
 
 Every request is authenticated and authorized first (see `auth.py`); then /healthz, /pods, /metrics as on the
-read-only port, /containerLogs and /exec. Paths with `.`/`..` segments are refused (404) before anything else:
+read-only port, /containerLogs, /exec and /attach. Paths with `.`/`..` segments are refused (404) before anything else:
 Go's mux would redirect them to the cleaned path, and nothing here serves files, but a route must never see them.
 """
 
@@ -10,19 +10,28 @@ from __future__ import annotations
 import logging
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
 from cri.errors import RuntimeError_
 from cri.runtime import Runtime
-from cri.streaming import ExecSession, StreamingRuntime
+from cri.streaming import AttachingRuntime, ExecSession, StreamingRuntime, StreamSession
 from cri.types import LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE, ContainerState, ContainerStatus
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
-from minikubelet.server.exec import ExecOptions, exec_options, serve_spdy_exec, serve_websocket_exec
+from minikubelet.server.exec import (
+    ExecOptions,
+    Remote,
+    S,
+    attach_remote,
+    exec_options,
+    exec_remote,
+    serve_spdy_exec,
+    serve_websocket_exec,
+)
 from minikubelet.server.logs import LogOptionsError, LogReader, parse_log_options
 from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
 from minikubelet.server.streaming import channel_codec, negotiation
@@ -60,6 +69,7 @@ class KubeletAPI:
         app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self.container_logs)
         for method in ("GET", "POST"):
             app.router.add_route(method, "/exec/{ns}/{pod}/{container}", self.exec)
+            app.router.add_route(method, "/attach/{ns}/{pod}/{container}", self.attach)
         return app
 
     @web.middleware
@@ -139,42 +149,73 @@ class KubeletAPI:
         ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
         parsed = exec_options({k: request.query.getall(k) for k in request.query})
         if isinstance(parsed, str):
-            return _text(400, parsed + "\n")
+            return _text(400, parsed)
         opts: ExecOptions = parsed
         pod = self._pod(ns, name)
         if pod is None:
-            return _text(404, "pod does not exist\n")
-        if podview.PodView.of(pod).find(container) is None:
-            return _text(404, f'container "{container}" not found in pod "{name}"\n')
+            return _text(404, "pod does not exist")
         streaming = self.streaming
         if streaming is None:
             return _text(501, "exec is not supported by this container runtime\n")
         running = [c for c in await self._containers(ns, name, container) if c.state is ContainerState.RUNNING]
-        if not running:
-            return _text(400, f'container "{container}" in pod "{name}" is not running\n')
+        if podview.PodView.of(pod).find(container) is None or not running:
+            return _text(500, f'container not found ("{container}")')  # upstream GetExec's running-pod lookup
         cid = running[0].id
 
         async def start() -> ExecSession:
             return await streaming.exec_stream(cid, list(opts.command), stdin=opts.stdin, stdout=opts.stdout,
                                                stderr=opts.stderr, tty=opts.tty)
 
-        if request.headers.get("Upgrade", "").lower() == "websocket":
-            return await self._exec_websocket(request, opts, start)
-        if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
-            return _text(500, "Upgrade request required\n")
-        return await self._exec_spdy(request, opts, start)
+        return await self._stream(request, opts, exec_remote(start))
 
-    async def _exec_websocket(self, request: web.Request, opts: ExecOptions,
-                              start: Callable[[], Awaitable[ExecSession]]) -> web.StreamResponse:
+    async def attach(self, request: web.Request) -> web.StreamResponse:
+        """Upstream `getAttach` + `GetAttach`: the tty is the container's own (it cannot change after start);
+        stdin reaches the container only if it was created with `stdin: true` (else it is read and dropped,
+        as containerd does); a container that is not running is not found, as the kubelet's running-pod lookup
+        has it (500, the lookup's error text as the body)."""
+        ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
+        parsed = exec_options({k: request.query.getall(k) for k in request.query}, command_required=False)
+        if isinstance(parsed, str):
+            return _text(400, parsed)
+        opts: ExecOptions = parsed
+        pod = self._pod(ns, name)
+        if pod is None:
+            return _text(404, "pod does not exist")
+        attaching = self.streaming
+        if not isinstance(attaching, AttachingRuntime):
+            return _text(501, "attach is not supported by this container runtime\n")
+        spec = podview.PodView.of(pod).find(container)
+        running = [c for c in await self._containers(ns, name, container) if c.state is ContainerState.RUNNING]
+        if spec is None or not running:
+            return _text(500, f"container {container} not found in pod {name}_{ns}")
+        cid = running[0].id
+        tty, stdin = bool(spec.raw.get("tty")), bool(spec.raw.get("stdin"))
+
+        async def start() -> StreamSession:
+            return await attaching.attach_stream(cid, stdin=opts.stdin and stdin, stdout=opts.stdout,
+                                                 stderr=opts.stderr, tty=tty)
+
+        return await self._stream(request, opts, attach_remote(start))
+
+    async def _stream(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            return await self._stream_websocket(request, opts, remote)
+        if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
+            refused = _text(500, "Upgrade request required\n")  # Go's http.Error, as recorded
+            refused.headers["X-Content-Type-Options"] = "nosniff"
+            return refused
+        return await self._stream_spdy(request, opts, remote)
+
+    async def _stream_websocket(self, request: web.Request, opts: ExecOptions,
+                                remote: Remote[S]) -> web.StreamResponse:
         ws = web.WebSocketResponse(protocols=channel_codec.REMOTECOMMAND_PROTOCOLS, max_msg_size=MAX_WS_MESSAGE,
                                    heartbeat=None, autoping=True)
         await ws.prepare(request)
         protocol = ws.ws_protocol or ""
-        await serve_websocket_exec(ChannelWebSocket(ws, protocol, len(channel_codec.Channel)), opts, start)
+        await serve_websocket_exec(ChannelWebSocket(ws, protocol, len(channel_codec.Channel)), opts, remote)
         return ws
 
-    async def _exec_spdy(self, request: web.Request, opts: ExecOptions,
-                         start: Callable[[], Awaitable[ExecSession]]) -> web.StreamResponse:
+    async def _stream_spdy(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
         headers = {k.lower(): request.headers.getall(k) for k in request.headers}
         result = negotiation.handshake(headers, negotiation.REMOTECOMMAND_SPDY_PROTOCOLS)
         if isinstance(result, negotiation.Rejected):
@@ -189,7 +230,7 @@ class KubeletAPI:
         reader = protocol.hijack()
         transport.write(result.response())
         writer = _TransportWriter(protocol, transport)
-        await serve_spdy_exec(SpdyConnection(reader, writer), result.protocol, opts, start)
+        await serve_spdy_exec(SpdyConnection(reader, writer), result.protocol, opts, remote)
         transport.close()
         # aiohttp still finishes "the response": on a closed transport that writes nothing.
         resp = web.Response(status=101)
