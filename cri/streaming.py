@@ -1,4 +1,5 @@
-"""An optional runtime capability: interactive exec (CRI `Exec`, served by the runtime's streaming server).
+"""Optional runtime capabilities: interactive exec (CRI `Exec`) and port-forward (CRI `PortForward`), served by
+the runtime's streaming server in CRI.
 
 `cri.runtime.Runtime` stays as it is; a runtime that can hand out a live exec session implements
 `StreamingRuntime` too, and the kubelet API checks for it (`isinstance`) before offering /exec.
@@ -6,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol, runtime_checkable
 
 STDOUT = 1
@@ -39,3 +41,16 @@ class StreamingRuntime(Protocol):
     async def exec_stream(self, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool, stderr: bool,
                           tty: bool) -> ExecSession:
         """Start cmd in the container with the given streams attached. Raises NotFoundError."""
+
+
+class PortForwardError(Exception):
+    """The runtime could not connect to the port inside the pod; the text goes to the client's error stream."""
+
+
+@runtime_checkable
+class PortForwardRuntime(Protocol):
+    """CRI `PortForward`, the runtime side: a TCP connection to `localhost:<port>` in the sandbox's network
+    namespace. A CRI runtime would instead hand out its streaming URL for the kubelet to proxy."""
+
+    async def port_forward(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The connected stream. Raises PortForwardError (refused, no such sandbox, not running)."""
