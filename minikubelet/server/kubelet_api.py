@@ -47,6 +47,7 @@ from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConne
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
 MAX_WS_MESSAGE = 1024 * 1024
+MAX_CHANNEL_PORTS = 127  # two channels per port, and a channel number is one byte (0xFF is the close signal)
 _ANNOTATION_RESTART = "io.kubernetes.container.restartCount"
 
 
@@ -226,6 +227,8 @@ class KubeletAPI:
                 ports = channel_codec.parse_ports(request.query.getall("port", []))
             except channel_codec.ChannelError as exc:
                 return _text(400, str(exc))
+            if len(ports) > MAX_CHANNEL_PORTS:
+                return _text(400, f"at most {MAX_CHANNEL_PORTS} ports can be forwarded on one WebSocket")
         pod = self._pod(ns, name)
         if pod is None:
             return _text(404, "pod does not exist")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pytest
 
 from cri.streaming import PortForwardError
+from minikubelet.server.auth import Attributes, User, forbidden_message, request_attributes
 from minikubelet.server.port_forward import (
     PairError,
     PairTable,
@@ -216,3 +217,12 @@ async def test_duplicate_and_unpaired_streams(served: tuple[SpdyClient, Pod, lis
     assert text == (f"error processing stream for request 7: error stream already assigned"
                     f"(conn={id(conn):#x}, request=7) timed out waiting for streams")
     assert err.reset is RstStatus.CANCEL
+
+
+def test_port_forward_is_authorized_as_nodes_proxy() -> None:
+    user = User("system:kube-apiserver")
+    assert request_attributes(user, "POST", "/portForward/ns/web", "node-1") == [
+        Attributes(user, "create", "proxy", "node-1")]
+    assert [a.verb for a in request_attributes(user, "GET", "/portForward/ns/web/uid", "node-1")] == ["get"]
+    assert forbidden_message(request_attributes(User("bob"), "POST", "/portForward/ns/web", "n")) == (
+        "Forbidden (user=bob, verb=create, resource=nodes, subresource(s)=[proxy])\n")
