@@ -365,7 +365,7 @@ class DockerRuntime:
         try:
             status = await self.pod_sandbox_status(sandbox_id)
         except NotFoundError as exc:
-            raise PortForwardError(f"failed to find sandbox {sandbox_id!r} in store: {exc}") from None
+            raise PortForwardError(f'failed to find sandbox "{sandbox_id}" in store: {exc}') from None
         if not status.network_namespace:
             raise PortForwardError(f"sandbox {sandbox_id} is not running")
         return await connect_in_netns(status.network_namespace, port, sandbox_id)

@@ -255,7 +255,8 @@ class KubeletAPI:
             if ws.ws_protocol != channel_codec.PORTFORWARD_TUNNEL:
                 await ws.close()
                 return ws
-            conn = SpdyConnection(WebSocketTunnel(ws), WebSocketTunnel(ws), options, reject=stream_rejection)
+            tunnel = WebSocketTunnel(ws)
+            conn = SpdyConnection(tunnel, tunnel, options, reject=stream_rejection)
             await serve_spdy_port_forward(conn, target)
             await ws.close()
             return ws
