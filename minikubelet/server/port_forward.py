@@ -213,7 +213,7 @@ class Target:
     grace: float = HALF_CLOSE_GRACE
 
 
-async def _forward_pair(pair: StreamPair[SpdyStream], target: Target) -> None:
+async def _forward_pair(conn: SpdyConnection, pair: StreamPair[SpdyStream], target: Target) -> None:
     data, error = pair.data, pair.error
     assert data is not None and error is not None
     port = int(data.header(PORT_HEADER) or 0)
@@ -234,6 +234,9 @@ async def _forward_pair(pair: StreamPair[SpdyStream], target: Target) -> None:
         log.debug("port-forward request %s ended: %s", pair.request_id, exc)
     except Exception as exc:  # a stream reset by the client (StreamReset) ends only this forward
         log.debug("port-forward request %s ended: %s", pair.request_id, exc)
+    finally:
+        for stream in (data, error):
+            conn.forget(stream)
 
 
 async def _write_error(stream: SpdyStream | None, message: str) -> None:
@@ -292,7 +295,7 @@ async def serve_spdy_port_forward(conn: SpdyConnection, target: Target) -> None:
                 timer = timers.pop(rid, None)
                 if timer is not None:
                     timer.cancel()
-                spawn(_forward_pair(pair, target))
+                spawn(_forward_pair(conn, pair, target))
         if tasks and not conn.closed:  # GOAWAY from the client: let what runs finish
             closed = asyncio.create_task(conn.wait_closed())
             waiters: list[asyncio.Future[Any]] = [closed, asyncio.gather(*tasks, return_exceptions=True)]

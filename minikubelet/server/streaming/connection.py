@@ -242,6 +242,12 @@ class SpdyConnection:
         await self.goaway(GoAwayStatus.OK)
         self._shutdown()
 
+    def forget(self, stream: SpdyStream) -> None:
+        """Stop tracking a stream we are done with although the peer has not closed its half (upstream's
+        `RemoveStreams`): it no longer counts against `max_streams`, and its later frames are dropped."""
+        self._streams.pop(stream.id, None)
+        stream._on_reset(RstStatus.CANCEL)
+
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
 

@@ -226,3 +226,27 @@ def test_port_forward_is_authorized_as_nodes_proxy() -> None:
     assert [a.verb for a in request_attributes(user, "GET", "/portForward/ns/web/uid", "node-1")] == ["get"]
     assert forbidden_message(request_attributes(User("bob"), "POST", "/portForward/ns/web", "n")) == (
         "Forbidden (user=bob, verb=create, resource=nodes, subresource(s)=[proxy])\n")
+
+
+async def test_finished_forwards_free_their_streams_even_if_the_client_never_closes() -> None:
+    pod = Pod()
+    server_sock, client_sock = socket.socketpair()
+    s_reader, s_writer = await asyncio.open_connection(sock=server_sock)
+    conn = SpdyConnection(s_reader, s_writer, ConnectionOptions(max_streams=4), reject=stream_rejection)
+    server = asyncio.create_task(serve_spdy_port_forward(conn, Target(pod.connect, "sb", grace=0.01)))
+    c_reader, c_writer = await asyncio.open_connection(sock=client_sock)
+    client = SpdyClient(c_reader, c_writer)
+    reading = asyncio.create_task(client.run())
+    try:
+        for rid in range(6):  # three times what four stream slots hold
+            headers = (("port", "8080"), ("requestid", str(rid)))
+            error = await client.open((("streamtype", "error"), *headers))  # never FINed by this client
+            data = await client.open((("streamtype", "data"), *headers))
+            await data.write(b"GET / HTTP/1.1\r\n\r\n")
+            assert (await data.read_all()).endswith(b"hello from busybox httpd\n"), rid
+            assert (await error.read_all(), error.remote_fin, data.reset) == (b"", True, None)
+    finally:
+        c_writer.close()
+        await asyncio.wait_for(server, 5)
+        await reading
+        await pod.stop()
