@@ -47,6 +47,7 @@ from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConne
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
 MAX_WS_MESSAGE = 1024 * 1024
+PORT_FORWARD_MAX_STREAMS = 256
 MAX_CHANNEL_PORTS = 127  # two channels per port, and a channel number is one byte (0xFF is the close signal)
 _ANNOTATION_RESTART = "io.kubernetes.container.restartCount"
 
@@ -247,7 +248,8 @@ class KubeletAPI:
             return await runtime.port_forward(sandbox, port)
 
         target = Target(connect, sandbox)
-        options = ConnectionOptions(idle_timeout=self.idle_timeout)
+        # Two streams per forwarded connection, and a finished one may linger for the half-close grace.
+        options = ConnectionOptions(idle_timeout=self.idle_timeout, max_streams=PORT_FORWARD_MAX_STREAMS)
         if tunnel:
             ws = web.WebSocketResponse(protocols=(channel_codec.PORTFORWARD_TUNNEL,), max_msg_size=MAX_WS_MESSAGE,
                                        heartbeat=None, autoping=True)
