@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from pathlib import Path
 
 import aiodocker
@@ -139,4 +140,23 @@ async def test_port_forward_spdy_websocket_and_channels(tmp_path: Path, agent: A
         async with s.post(base, ssl=anonymous_ctx()) as r:
             assert (r.status, await r.text()) == (401, "Unauthorized")
     assert agent.proc is not None and agent.proc.poll() is None
+
+    # -- a forward held open (httpd waits for a request) neither blocks the API nor the agent's shutdown ----------
+    head, reader, writer = await spdy_upgrade("127.0.0.1", port, f"/portForward/{ns}/{name}", ctx)
+    client = SpdyClient(reader, writer)
+    running = asyncio.create_task(client.run())
+    try:
+        headers = (("port", "8080"), ("requestid", "0"))
+        held = [await client.open((("streamtype", kind), *headers)) for kind in ("error", "data")]
+        await asyncio.wait_for(held[1].replied.wait(), 10)
+        async with aiohttp.ClientSession() as s, s.get(f"https://127.0.0.1:{port}/healthz", ssl=ctx) as r:
+            assert r.status == 200
+        started = time.monotonic()
+        assert await asyncio.to_thread(agent.stop) == 0
+        assert time.monotonic() - started < 10
+        async with asyncio.timeout(10):
+            await client.closed.wait()
+    finally:
+        await close_writer(writer)
+        await running
     assert "Traceback" not in agent.log() and "Task exception was never retrieved" not in agent.log()
