@@ -1,5 +1,5 @@
-"""Optional runtime capabilities: interactive exec and attach (CRI `Exec`/`Attach`, served by the runtime's
-streaming server).
+"""Optional runtime capabilities: interactive exec, attach and port-forward (CRI `Exec`/`Attach`/`PortForward`,
+served by the runtime's streaming server in CRI).
 
 `cri.runtime.Runtime` stays as it is; a runtime that can hand out a live exec session implements
 `StreamingRuntime` too, one that can attach to a container's own streams `AttachingRuntime`, and the kubelet
@@ -8,6 +8,7 @@ API checks for them (`isinstance`) before offering /exec and /attach.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol, runtime_checkable
 
 STDOUT = 1
@@ -54,3 +55,14 @@ class AttachingRuntime(Protocol):
         """Attach to the running container's own stdio. `tty` is how the container was created (its output is
         then one raw stream). Raises NotFoundError, or RuntimeError_ when the runtime
         refuses (a container that is not running)."""
+class PortForwardError(Exception):
+    """The runtime could not connect to the port inside the pod; the text goes to the client's error stream."""
+
+
+@runtime_checkable
+class PortForwardRuntime(Protocol):
+    """CRI `PortForward`, the runtime side: a TCP connection to `localhost:<port>` in the sandbox's network
+    namespace. A CRI runtime would instead hand out its streaming URL for the kubelet to proxy."""
+
+    async def port_forward(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The connected stream. Raises PortForwardError (refused, no such sandbox, not running)."""

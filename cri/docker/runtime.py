@@ -26,6 +26,7 @@ from cri.docker.naming import (
     make_container_name,
     make_sandbox_name,
 )
+from cri.docker.port_forward import connect_in_netns
 from cri.docker.resolv_conf import resolv_conf_content, rewrite_resolv_conf
 from cri.errors import (
     CreateContainerError,
@@ -34,6 +35,7 @@ from cri.errors import (
     RuntimeUnavailableError,
     StartContainerError,
 )
+from cri.streaming import PortForwardError
 from cri.types import (
     LABEL_POD_UID,
     AuthConfig,
@@ -363,6 +365,15 @@ class DockerRuntime:
                             tty: bool) -> DockerAttachSession:
         """cri.streaming.AttachingRuntime: the container's own stdio for the kubelet API's /attach."""
         return await attach_stream(self._client, container_id, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
+    async def port_forward(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """cri.streaming.PortForwardRuntime: localhost:port in the sandbox's network namespace."""
+        try:
+            status = await self.pod_sandbox_status(sandbox_id)
+        except NotFoundError as exc:
+            raise PortForwardError(f'failed to find sandbox "{sandbox_id}" in store: {exc}') from None
+        if not status.network_namespace:
+            raise PortForwardError(f"sandbox {sandbox_id} is not running")
+        return await connect_in_netns(status.network_namespace, port, sandbox_id)
 
     def events(self) -> AsyncIterator[ContainerEvent]:
         return container_events(self._client)

@@ -90,6 +90,7 @@ class KubeletConfig:
     tls_private_key_file: str = ""
     authentication: AuthenticationConfig = field(default_factory=lambda: AuthenticationConfig())
     authorization_mode: str = ""  # "": Webhook when joined to a cluster, AlwaysAllow standalone
+    streaming_connection_idle_timeout: float = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -579,6 +580,9 @@ _FIELDS = (
     _Field("tls_private_key_file", "tlsPrivateKeyFile", "--tls-private-key-file", _optional_absolute_path, "Key of --tls-cert-file."),
     _Field("authentication", "authentication", None, _authentication),
     _Field("authorization_mode", "authorization", None, _authorization),
+    _Field("streaming_connection_idle_timeout", "streamingConnectionIdleTimeout",
+           "--streaming-connection-idle-timeout", _positive_duration,
+           "How long an exec or port-forward connection of the kubelet API may sit idle before it is closed (e.g. 4h0m0s)."),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}

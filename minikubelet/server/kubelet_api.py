@@ -7,6 +7,7 @@ Go's mux would redirect them to the cleaned path, and nothing here serves files,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 import time
@@ -16,8 +17,16 @@ from aiohttp import web
 
 from cri.errors import RuntimeError_
 from cri.runtime import Runtime
-from cri.streaming import AttachingRuntime, ExecSession, StreamingRuntime, StreamSession
-from cri.types import LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE, ContainerState, ContainerStatus
+from cri.streaming import AttachingRuntime, ExecSession, PortForwardRuntime, StreamingRuntime, StreamSession
+from cri.types import (
+    LABEL_CONTAINER_NAME,
+    LABEL_POD_NAME,
+    LABEL_POD_NAMESPACE,
+    LABEL_POD_UID,
+    ContainerState,
+    ContainerStatus,
+    SandboxState,
+)
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
 from minikubelet.server.app import KubeletServer
@@ -33,14 +42,22 @@ from minikubelet.server.exec import (
     serve_websocket_exec,
 )
 from minikubelet.server.logs import LogOptionsError, LogReader, parse_log_options
+from minikubelet.server.port_forward import (
+    Target,
+    serve_spdy_port_forward,
+    serve_websocket_port_forward,
+    stream_rejection,
+)
 from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
 from minikubelet.server.streaming import channel_codec, negotiation
-from minikubelet.server.streaming.channels import ChannelWebSocket
-from minikubelet.server.streaming.connection import SpdyConnection
+from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
+from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
 
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
 MAX_WS_MESSAGE = 1024 * 1024
+PORT_FORWARD_MAX_STREAMS = 256
+MAX_CHANNEL_PORTS = 127  # two channels per port, and a channel number is one byte (0xFF is the close signal)
 _ANNOTATION_RESTART = "io.kubernetes.container.restartCount"
 
 
@@ -50,7 +67,8 @@ def _text(status: int, text: str) -> web.Response:
 
 class KubeletAPI:
     def __init__(self, base: KubeletServer, node: str, pods: Callable[[], Iterable[Pod]], runtime: Runtime,
-                 streaming: StreamingRuntime | None, authn: Authenticator, authz: Authorizer) -> None:
+                 streaming: StreamingRuntime | None, authn: Authenticator, authz: Authorizer,
+                 idle_timeout: float = ConnectionOptions().idle_timeout) -> None:
         self.base = base
         self.node = node
         self._pods = pods
@@ -58,6 +76,7 @@ class KubeletAPI:
         self.streaming = streaming
         self.authn = authn
         self.authz = authz
+        self.idle_timeout = idle_timeout  # streamingConnectionIdleTimeout
 
     def app(self) -> web.Application:
         app = bounded_app(self.base.limits)
@@ -70,6 +89,8 @@ class KubeletAPI:
         for method in ("GET", "POST"):
             app.router.add_route(method, "/exec/{ns}/{pod}/{container}", self.exec)
             app.router.add_route(method, "/attach/{ns}/{pod}/{container}", self.attach)
+            app.router.add_route(method, "/portForward/{ns}/{pod}", self.port_forward)
+            app.router.add_route(method, "/portForward/{ns}/{pod}/{uid}", self.port_forward)
         return app
 
     @web.middleware
@@ -233,6 +254,81 @@ class KubeletAPI:
         await serve_spdy_exec(SpdyConnection(reader, writer), result.protocol, opts, remote)
         transport.close()
         # aiohttp still finishes "the response": on a closed transport that writes nothing.
+        resp = web.Response(status=101)
+        resp.force_close()
+        return resp
+
+    async def port_forward(self, request: web.Request) -> web.StreamResponse:
+        ns, name, uid = request.match_info["ns"], request.match_info["pod"], request.match_info.get("uid", "")
+        websocket = request.headers.get("Upgrade", "").lower() == "websocket"
+        offered = negotiation.offered_protocols(request.headers.getall("Sec-WebSocket-Protocol", []))
+        tunnel = websocket and any(channel_codec.is_tunnel(p) for p in offered)
+        ports: tuple[int, ...] = ()
+        if websocket and not tunnel:
+            try:
+                ports = channel_codec.parse_ports(request.query.getall("port", []))
+            except channel_codec.ChannelError as exc:
+                return _text(400, str(exc))
+            if len(ports) > MAX_CHANNEL_PORTS:
+                return _text(400, f"at most {MAX_CHANNEL_PORTS} ports can be forwarded on one WebSocket")
+        pod = self._pod(ns, name)
+        if pod is None:
+            return _text(404, "pod does not exist")
+        if uid and podview.uid(pod) != uid:
+            return _text(404, "pod not found")
+        runtime = self.streaming
+        if not isinstance(runtime, PortForwardRuntime):
+            return _text(501, "port-forward is not supported by this container runtime\n")
+        sandboxes = [s for s in await self.runtime.list_pod_sandboxes({LABEL_POD_UID: podview.uid(pod)})
+                     if s.state is SandboxState.READY]
+        if not sandboxes:
+            return _text(500, f'pod not found ("{name}_{ns}")')
+        sandbox = max(sandboxes, key=lambda s: s.created_at).id
+
+        async def connect(port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            return await runtime.port_forward(sandbox, port)
+
+        target = Target(connect, sandbox)
+        # Two streams per forwarded connection, and a finished one may linger for the half-close grace.
+        options = ConnectionOptions(idle_timeout=self.idle_timeout, max_streams=PORT_FORWARD_MAX_STREAMS)
+        if tunnel:
+            ws = web.WebSocketResponse(protocols=(channel_codec.PORTFORWARD_TUNNEL,), max_msg_size=MAX_WS_MESSAGE,
+                                       heartbeat=None, autoping=True)
+            await ws.prepare(request)
+            if ws.ws_protocol != channel_codec.PORTFORWARD_TUNNEL:
+                await ws.close()
+                return ws
+            tunnel = WebSocketTunnel(ws)
+            conn = SpdyConnection(tunnel, tunnel, options, reject=stream_rejection)
+            await serve_spdy_port_forward(conn, target)
+            await ws.close()
+            return ws
+        if websocket:
+            ws = web.WebSocketResponse(protocols=channel_codec.PORTFORWARD_PROTOCOLS[1:], max_msg_size=MAX_WS_MESSAGE,
+                                       heartbeat=None, autoping=True)
+            await ws.prepare(request)
+            layout = channel_codec.PortForwardLayout(ports)
+            await serve_websocket_port_forward(ChannelWebSocket(ws, ws.ws_protocol or "", layout.channels), ports,
+                                               target)
+            return ws
+        if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
+            return _text(500, "Upgrade request required\n")
+        headers = {k.lower(): request.headers.getall(k) for k in request.headers}
+        result = negotiation.handshake(headers, negotiation.PORTFORWARD_SPDY_PROTOCOLS)
+        if isinstance(result, negotiation.Rejected):
+            resp = _text(result.status, result.message + "\n")
+            for k, v in result.headers:
+                resp.headers.add(k, v)
+            return resp
+        protocol = request.protocol
+        transport = request.transport
+        if not isinstance(protocol, BoundedHandler) or transport is None:
+            return _text(500, "cannot take the connection over\n")
+        reader = protocol.hijack()
+        transport.write(result.response())
+        conn = SpdyConnection(reader, _TransportWriter(protocol, transport), options, reject=stream_rejection)
+        await serve_spdy_port_forward(conn, target)
+        transport.close()
         resp = web.Response(status=101)
         resp.force_close()
         return resp

@@ -49,7 +49,8 @@ async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined
     authz = WebhookAuthorizer(_poster(client)) if mode == "Webhook" and client is not None else AlwaysAllow()
     ctx = serving_context(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.authentication.client_ca_file,
                           root_dir=cfg.root_dir, host=node_name, ips=[host_ip])
-    api = KubeletAPI(server, node_name, pods, runtime, streaming, authn, authz)
+    api = KubeletAPI(server, node_name, pods, runtime, streaming, authn, authz,
+                     idle_timeout=cfg.streaming_connection_idle_timeout)
     await server.serve(cfg.address, port, api.app(), ctx)
     log.info("kubelet API serving", extra={"kv": {"address": cfg.address, "port": port, "authorization": mode}})
     return api

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -168,8 +169,13 @@ class SpdyStream:
 class SpdyConnection:
     """Server side of one SPDY/3.1 connection; `run()` reads frames until the peer or we end the connection."""
 
-    def __init__(self, reader: ByteReader, writer: ByteWriter, options: ConnectionOptions | None = None) -> None:
+    def __init__(self, reader: ByteReader, writer: ByteWriter, options: ConnectionOptions | None = None,
+                 reject: Callable[[Headers], str | None] | None = None) -> None:
+        """`reject` looks at each new stream's headers: a reason refuses it (RST_STREAM CANCEL, no SYN_REPLY),
+        as upstream's stream handlers do."""
         self.options = options or ConnectionOptions()
+        self._reject = reject
+        self._last_activity = time.monotonic()
         self._reader = reader
         self._writer = writer
         self._decoder = spdy.FrameDecoder(self.options.limits)
@@ -196,14 +202,18 @@ class SpdyConnection:
     async def run(self) -> None:
         try:
             while not self.closed:
+                left = self.options.idle_timeout - (time.monotonic() - self._last_activity)
                 try:
-                    data = await asyncio.wait_for(self._reader.read(self.options.read_size), self.options.idle_timeout)
+                    data = await asyncio.wait_for(self._reader.read(self.options.read_size), max(left, 0.0))
                 except TimeoutError:
+                    if time.monotonic() - self._last_activity < self.options.idle_timeout:
+                        continue  # we sent data meanwhile: not idle
                     log.info("SPDY connection idle for %.0fs, closing", self.options.idle_timeout)
                     await self.goaway(GoAwayStatus.OK)
                     break
                 if not data:
                     break
+                self._last_activity = time.monotonic()
                 try:
                     frames = self._decoder.feed(data)
                 except SpdyError as exc:
@@ -231,6 +241,12 @@ class SpdyConnection:
         """Orderly end: GOAWAY(OK) if not sent yet, then close the transport."""
         await self.goaway(GoAwayStatus.OK)
         self._shutdown()
+
+    def forget(self, stream: SpdyStream) -> None:
+        """Stop tracking a stream we are done with although the peer has not closed its half (upstream's
+        `RemoveStreams`): it no longer counts against `max_streams`, and its later frames are dropped."""
+        self._streams.pop(stream.id, None)
+        stream._on_reset(RstStatus.CANCEL)
 
     async def wait_closed(self) -> None:
         await self._closed_event.wait()
@@ -279,6 +295,10 @@ class SpdyConnection:
         if self.goaway_sent or len(self._streams) >= self.options.max_streams:
             await self._send(RstStream(sid, RstStatus.REFUSED_STREAM))
             return
+        if self._reject is not None and (reason := self._reject(frame.headers)) is not None:
+            log.info("SPDY stream %d rejected: %s", sid, reason[:200])
+            await self._send(RstStream(sid, RstStatus.CANCEL))
+            return
         stream = SpdyStream(self, frame, self._initial_send_window)
         self._streams[sid] = stream
         await self._send(SynReply(sid))
@@ -326,6 +346,8 @@ class SpdyConnection:
     async def _send(self, frame: Frame) -> None:
         if self.closed:
             raise ConnectionError("SPDY connection closed")
+        if isinstance(frame, DataFrame) and frame.data:
+            self._last_activity = time.monotonic()
         async with self._write_lock:  # the zlib context must see header blocks in wire order
             self._writer.write(self._encoder.encode(frame))
             await self._writer.drain()

@@ -347,3 +347,13 @@ def test_dns_settings_from_file_and_flags(tmp_path: Path) -> None:
 def test_bad_dns_settings_name_the_flag(overrides: dict[str, object], needle: str) -> None:
     with pytest.raises(ConfigError, match=needle):
         load_config(None, overrides)
+
+
+def test_streaming_connection_idle_timeout(tmp_path: Path) -> None:
+    assert KubeletConfig().streaming_connection_idle_timeout == 4 * 3600.0
+    config, warnings = load_config(write(tmp_path, "streamingConnectionIdleTimeout: 5m\n"), {})
+    assert (config.streaming_connection_idle_timeout, warnings) == (300.0, [])
+    flags = flags_to_overrides(build_parser().parse_args(["run", "--streaming-connection-idle-timeout", "30s"]))
+    assert load_config(None, flags)[0].streaming_connection_idle_timeout == 30.0
+    with pytest.raises(ConfigError, match=r"^streamingConnectionIdleTimeout: must be greater than 0"):
+        load_config(write(tmp_path, "streamingConnectionIdleTimeout: 0s\n"), {})
