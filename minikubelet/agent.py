@@ -63,6 +63,7 @@ from probes.manager import ProbeManager
 
 if TYPE_CHECKING:
     from minikubelet.events.api_sink import ApiEventSink
+    from minikubelet.kubeapi.informer import Informer
     from minikubelet.node.join import NodeJoin
     from minikubelet.pod.mirror import MirrorPods, StaticPod
     from minikubelet.sources.apiserver import ApiserverPodSource
@@ -144,6 +145,7 @@ class Agent:
         self._orphans_pending = True
         self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
         self.status_sync: PodStatusSync | None = None
+        self.services: Informer | None = None
         self.mirrors: MirrorPods | None = None
         self.event_sink: ApiEventSink | None = None
         self.server = KubeletServer(self.statuses.pod_list, self.health, self.metrics.registry,
@@ -208,13 +210,25 @@ class Agent:
         """Joined: pods bound to the node come from the API server and their statuses go back there."""
         # Imported only when joined, as the join itself (the API client is heavy for a standalone agent).
         from minikubelet.events.api_sink import ApiEventSink
+        from minikubelet.kubeapi.informer import Informer
+        from minikubelet.kubeapi.object_cache import ObjectCache
         from minikubelet.kubeapi.rest import RestClient
         from minikubelet.pod.mirror import MirrorPods
         from minikubelet.sources.apiserver import ApiserverPodSource
         from minikubelet.status.api_sync import PodStatusSync
+        from minikubelet.worker.pod_objects import CONFIGMAP, SECRET, PodObjectSource, waker
 
         assert self.join is not None and self.join.client is not None
         client = self.join.client
+        # the kubelet's service informer: every Service with a cluster IP, for the pods' service env
+        self.services = Informer(client, "/api/v1/services", self.clock, field_selector="spec.clusterIP!=None")
+        objects = PodObjectSource(
+            ObjectCache(client, "configmaps", CONFIGMAP, self.clock,
+                        on_change=waker(lambda: self.containers.objects, self.workers.wake, CONFIGMAP)),
+            ObjectCache(client, "secrets", SECRET, self.clock,
+                        on_change=waker(lambda: self.containers.objects, self.workers.wake, SECRET)),
+            self.services)
+        self.containers.objects = objects
         self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)
         self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
                                              max_pods=10 * max(self.config.max_pods, 1),
@@ -376,6 +390,7 @@ class Agent:
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
                     *([tg.create_task(self.api_source.run(), name="api-pods")] if self.api_source else []),
+                    *([tg.create_task(self.services.run(), name="services")] if self.services else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
                     *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
                     *([tg.create_task(self.event_sink.run(), name="event-sink")] if self.event_sink else []),
@@ -397,3 +412,5 @@ class Agent:
                 await self.join.close()
             if self.event_sink is not None:
                 await self.event_sink.client.close()
+            if self.containers.objects is not None:
+                self.containers.objects.close()

@@ -135,8 +135,7 @@ async def test_volumes_read_back_from_inside(agent: AgentProcess, docker: aiodoc
         and cstatus(q, "app")["state"]["waiting"]["reason"] == "CreateContainerConfigError", "refused")
     message = cstatus(refused, "app")["state"]["waiting"]["message"]
     assert message == ('MountVolume.SetUp failed for volume "token" : sources[0]: projected serviceAccountToken '
-                       "sources need the API server, which this node does not use yet; only downwardAPI sources "
-                       "can be served")
+                       "sources are not supported yet; only downwardAPI, configMap and secret sources can be served")
     events = (await agent.get_json("/debug/events"))["items"]
     assert any(e["reason"] == "FailedMount" and e["message"] == message
                and e["involvedObject"].get("uid") == refused["metadata"]["uid"] for e in events)

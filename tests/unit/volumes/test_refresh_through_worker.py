@@ -67,8 +67,8 @@ async def test_an_unserved_volume_is_refused_with_an_event_and_a_status_reason(
     token = {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
     n.config.set_source_pods("api", [labelled({}, token)])
     await n.settle()
-    message = ('MountVolume.SetUp failed for volume "token" : sources[0]: projected serviceAccountToken sources need '
-               "the API server, which this node does not use yet; only downwardAPI sources can be served")
+    message = ('MountVolume.SetUp failed for volume "token" : sources[0]: projected serviceAccountToken sources are '
+               "not supported yet; only downwardAPI, configMap and secret sources can be served")
     assert ("FailedMount", message) in n.events()
     waiting = n.container_state("app")["state"]["waiting"]
     assert waiting == {"reason": "CreateContainerConfigError", "message": message}
