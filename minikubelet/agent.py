@@ -213,6 +213,7 @@ class Agent:
         from minikubelet.kubeapi.informer import Informer
         from minikubelet.kubeapi.object_cache import ObjectCache
         from minikubelet.kubeapi.rest import RestClient
+        from minikubelet.kubeapi.token_manager import TokenManager
         from minikubelet.pod.mirror import MirrorPods
         from minikubelet.sources.apiserver import ApiserverPodSource
         from minikubelet.status.api_sync import PodStatusSync
@@ -227,7 +228,7 @@ class Agent:
                         on_change=waker(lambda: self.containers.objects, self.workers.wake, CONFIGMAP)),
             ObjectCache(client, "secrets", SECRET, self.clock,
                         on_change=waker(lambda: self.containers.objects, self.workers.wake, SECRET)),
-            self.services)
+            self.services, TokenManager(client, self.clock))
         self.containers.objects = objects
         self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)
         self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,

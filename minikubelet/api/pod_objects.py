@@ -101,6 +101,31 @@ def secret_data(secret: Mapping[str, Any]) -> dict[str, bytes]:
     return _decoded(secret, "data", SECRET)
 
 
+DEFAULT_TOKEN_SECONDS = 3600
+STANDALONE_TOKEN = "failed to fetch token: cannot use TokenManager when kubelet is in standalone mode"
+
+
+def token_key(source: Mapping[str, Any]) -> tuple[str, int]:
+    """(audience, expirationSeconds) of a projected serviceAccountToken source: what its TokenRequest asks."""
+    audience = source.get("audience")
+    seconds = source.get("expirationSeconds")
+    return (audience if isinstance(audience, str) else "",
+            seconds if isinstance(seconds, int) and not isinstance(seconds, bool) else DEFAULT_TOKEN_SECONDS)
+
+
+def token_sources(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every projected serviceAccountToken source of the pod."""
+    spec = pod.get("spec")
+    out: list[Mapping[str, Any]] = []
+    for v in _dicts(spec.get("volumes") if isinstance(spec, dict) else None):
+        projected = v.get("projected")
+        for source in _dicts(projected.get("sources") if isinstance(projected, dict) else None):
+            token = source.get("serviceAccountToken")
+            if isinstance(token, dict):
+                out.append(token)
+    return out
+
+
 @dataclass(frozen=True)
 class PodObjects:
     """What one sync of a pod read: name -> object or the error reading it. A name absent from both maps was
@@ -112,6 +137,16 @@ class PodObjects:
     # the Service env of the pod (None: the agent has no Service lister, as a kubelet without an API server)
     service_env: Mapping[str, str] | None = None
     service_env_error: str = ""
+    # service account tokens by token_key (absent: the node has no API client)
+    tokens: Mapping[tuple[str, int], str | ObjectUnavailable] = field(default_factory=dict)
+
+    def token(self, source: Mapping[str, Any]) -> str:
+        got = self.tokens.get(token_key(source))
+        if got is None:
+            raise ObjectUnavailable(STANDALONE_TOKEN)
+        if isinstance(got, ObjectUnavailable):
+            raise got
+        return got
 
     def configmap(self, name: str) -> Mapping[str, Any]:
         return self._get(self.configmaps, name, "configMap")

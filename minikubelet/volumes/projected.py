@@ -1,6 +1,6 @@
 """projected volumes (upstream pkg/volume/projected): several sources in one directory, written by the atomic
-writer into a memory-backed emptyDir. downwardAPI sources, and configMap and secret sources of pods from the
-API server; service account tokens, trust bundles and pod certificates are not served yet."""
+writer into a memory-backed emptyDir. downwardAPI sources, and configMap, secret and serviceAccountToken sources
+of pods from the API server; trust bundles and pod certificates are not served yet."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from minikubelet.volumes import configmap, downward_api, secret
 from minikubelet.volumes.atomic_writer import FileProjection
 
 PLUGIN_DIR = "kubernetes.io~projected"
-# they need the API server's token and certificate signers: not served yet
-API_SOURCES = ("serviceAccountToken", "clusterTrustBundle", "podCertificate")
-SERVED = ("downwardAPI", "configMap", "secret")
+# they need the API server's trust bundles and certificate signers: not served yet
+API_SOURCES = ("clusterTrustBundle", "podCertificate")
+SERVED = ("downwardAPI", "configMap", "secret", "serviceAccountToken")
+TOKEN_MODE_WITH_FS_GROUP = 0o600  # SetVolumeOwnership then adds group read
 
 
 class ProjectedError(Exception):
@@ -34,7 +35,7 @@ def check_sources(source: Mapping[str, Any]) -> None:
         unserved = [k for k in kinds if k in API_SOURCES]
         if unserved:
             raise ProjectedError(f"sources[{i}]: projected {unserved[0]} sources are not supported yet; only "
-                                 "downwardAPI, configMap and secret sources can be served")
+                                 "downwardAPI, configMap, secret and serviceAccountToken sources can be served")
         if len(kinds) != 1 or kinds[0] not in SERVED:
             raise ProjectedError(f"sources[{i}]: projected source {', '.join(kinds) or '(none)'} is not supported")
 
@@ -54,6 +55,12 @@ def collect_data(source: Mapping[str, Any], pod: Mapping[str, Any], allocatable:
                 payload.update(configmap.collect_data(projection["configMap"], objs, default_mode))
             elif isinstance(projection.get("secret"), dict):
                 payload.update(secret.collect_data(projection["secret"], objs, default_mode, name_key="name"))
+            elif isinstance(projection.get("serviceAccountToken"), dict):
+                token = projection["serviceAccountToken"]
+                mode = TOKEN_MODE_WITH_FS_GROUP if _fs_group_set(pod) else default_mode
+                if not isinstance(mode, int) or isinstance(mode, bool):
+                    raise ProjectedError("no defaultMode used, not even the default value for it")
+                payload[str(token.get("path", ""))] = FileProjection(objs.token(token).encode(), mode)
             else:
                 payload.update(downward_api.collect_data(downward_api.items_of(projection["downwardAPI"]), pod,
                                                          default_mode, allocatable))
@@ -62,3 +69,9 @@ def collect_data(source: Mapping[str, Any], pod: Mapping[str, Any], allocatable:
     if errors:
         raise ProjectedError(errors[0] if len(errors) == 1 else f"[{', '.join(errors)}]")
     return payload
+
+
+def _fs_group_set(pod: Mapping[str, Any]) -> bool:
+    spec = pod.get("spec")
+    sc = spec.get("securityContext") if isinstance(spec, dict) else None
+    return isinstance(sc, dict) and isinstance(sc.get("fsGroup"), int)

@@ -1,18 +1,29 @@
 """What a pod from the API server reads through the node: its ConfigMaps and Secrets (upstream's configmap and
-secret managers over the watch-based object cache) and the Services of its environment (the kubelet's service
-informer). Each sync takes a `PodObjects` snapshot, from which its env and volumes are built."""
+secret managers over the watch-based object cache), its service account tokens (the token manager) and the
+Services of its environment (the kubelet's service informer). Each sync takes a `PodObjects` snapshot, from which
+its env and volumes are built."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from minikubelet.api.pod_objects import CONFIGMAP, SECRET, ObjectUnavailable, PodObjects, references, standalone
+from minikubelet.api.pod_objects import (
+    CONFIGMAP,
+    SECRET,
+    ObjectUnavailable,
+    PodObjects,
+    references,
+    standalone,
+    token_key,
+    token_sources,
+)
 from minikubelet.api.service_env import service_env_map
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.kubeapi.informer import Informer
 from minikubelet.kubeapi.object_cache import CacheError, ObjectCache
+from minikubelet.kubeapi.token_manager import TokenError, TokenManager, TokenSpec
 
 API_SOURCE = "api"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
@@ -29,10 +40,12 @@ def _enable_service_links(pod: Pod) -> bool:
 
 
 class PodObjectSource:
-    def __init__(self, configmaps: ObjectCache, secrets: ObjectCache, services: Informer | None) -> None:
+    def __init__(self, configmaps: ObjectCache, secrets: ObjectCache, services: Informer | None,
+                 tokens: TokenManager | None = None) -> None:
         self.configmaps = configmaps
         self.secrets = secrets
         self.services = services
+        self.tokens = tokens
         # pod uid -> (namespace, ConfigMap names, Secret names) it holds references to
         self._registered: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {}
 
@@ -59,6 +72,8 @@ class PodObjectSource:
         old = self._registered.pop(uid, None)
         if old is not None:
             self._release(uid, old)
+        if self.tokens is not None:
+            self.tokens.delete_pod_tokens(uid)
 
     def _release(self, uid: str, refs: tuple[str, frozenset[str], frozenset[str]]) -> None:
         ns, cms, secrets = refs
@@ -90,7 +105,27 @@ class PodObjectSource:
         cms, secrets = references(pod)
         return PodObjects(ns, configmaps={n: await _get(self.configmaps, ns, n) for n in sorted(cms)},
                           secrets={n: await _get(self.secrets, ns, n) for n in sorted(secrets)},
-                          service_env=service_env, service_env_error=service_error)
+                          service_env=service_env, service_env_error=service_error,
+                          tokens=await self._tokens(view))
+
+    async def _tokens(self, view: PodView) -> dict[tuple[str, int], str | ObjectUnavailable]:
+        """A token for every (audience, expirationSeconds) its projected volumes ask for (upstream: one
+        TokenRequest per source, answered from the token manager's cache until it needs a refresh)."""
+        if self.tokens is None:
+            return {}
+        sa = podview.spec(view.raw).get("serviceAccountName")
+        out: dict[tuple[str, int], str | ObjectUnavailable] = {}
+        for source in token_sources(view.raw):
+            key = token_key(source)
+            if key in out:
+                continue
+            spec = TokenSpec(view.namespace, sa if isinstance(sa, str) and sa else "default", key[0], key[1],
+                             view.name, view.uid)
+            try:
+                out[key] = await self.tokens.get(spec)
+            except TokenError as e:
+                out[key] = ObjectUnavailable(str(e))
+        return out
 
     def _service_env(self, pod: Pod) -> tuple[Mapping[str, str] | None, str]:
         if self.services is None:

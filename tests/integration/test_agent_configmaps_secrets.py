@@ -252,3 +252,34 @@ async def test_a_missing_configmap_holds_the_pod_until_it_is_created(
         assert await exec_out(docker, cid_of(vol), ["cat", "/v/f"]) == "file"
     finally:
         await stop_and_clean(agent, docker)
+
+
+async def test_the_default_kube_api_access_volume_and_a_projected_token(
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    admin = api.admin()
+    agent.start()
+    try:
+        await agent.wait_for("the Node", lambda: get_node(admin, agent.node), timeout=60)
+        spec = pod("sa", agent.node, {"command": SLEEP, "volumeMounts": [{"name": "vault", "mountPath": "/vault"}]},
+                   volumes=[{"name": "vault", "projected": {"sources": [
+                       {"serviceAccountToken": {"audience": "vault", "expirationSeconds": 7200, "path": "token"}}]}}])
+        del spec["spec"]["automountServiceAccountToken"]  # the ServiceAccount admission adds kube-api-access-*
+        created = await admin.create(spec)
+        assert any(v["name"].startswith("kube-api-access-") for v in created["spec"]["volumes"])
+        running = await wait_running(agent, admin, "sa")
+        cid = cid_of(running)
+        sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+        token = await exec_out(docker, cid, ["cat", f"{sa_dir}/token"])
+        assert await exec_out(docker, cid, ["cat", f"{sa_dir}/namespace"]) == "default"
+        assert await exec_out(docker, cid, ["cat", f"{sa_dir}/ca.crt"]) == api.ca.cert_pem.decode()
+        claims = api.tokens.claims(token)
+        assert claims is not None and claims["sub"] == "system:serviceaccount:default:default"
+        assert claims["kubernetes.io"]["pod"] == {"name": "sa", "uid": running["metadata"]["uid"]}
+        vault = api.tokens.claims(await exec_out(docker, cid, ["cat", "/vault/token"]))
+        assert vault is not None and vault["aud"] == ["vault"] and vault["exp"] - vault["iat"] == 7200
+        requests = [p for u, m, p in api.handler.requests if u == f"system:node:{agent.node}" and m == "POST"
+                    and p.endswith("/serviceaccounts/default/token")]
+        assert len(requests) == 2  # one per token, not one per sync
+    finally:
+        await stop_and_clean(agent, docker)

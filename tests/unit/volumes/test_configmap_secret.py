@@ -131,3 +131,35 @@ def test_failures_name_the_volume_and_a_standalone_node_cannot_read_objects(tmp_
     with pytest.raises(VolumeError, match=r"^couldn't get secret ns/creds, no kubeClient defined$"):
         setup_volumes(pod({"name": "v", "secret": {"secretName": "creds", "defaultMode": 0o644}}), str(tmp_path),
                       FakeMounter())
+
+
+def kube_api_access(fs_group: int | None = None) -> dict[str, Any]:
+    p = pod({"name": "kube-api-access-x", "projected": {"defaultMode": 0o644, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "cfg", "items": [{"key": "app.conf", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}})
+    if fs_group is not None:
+        p["spec"]["securityContext"] = {"fsGroup": fs_group}
+    return p
+
+
+def test_projected_service_account_token_with_the_ca_and_namespace(tmp_path: Path) -> None:
+    with_token = PodObjects("ns", configmaps={"cfg": CM}, tokens={("", 3607): "header.claims.sig"})
+    paths = setup_volumes(kube_api_access(), str(tmp_path), FakeMounter(), objects=with_token)
+    vol = Path(paths["kube-api-access-x"])
+    assert (vol / "token").read_text() == "header.claims.sig" and (vol / "namespace").read_text() == "ns"
+    assert (vol / "ca.crt").read_text() == "a=1\n"
+    assert stat.S_IMODE((vol / "token").stat().st_mode) == 0o644
+    # with fsGroup the token is 0600 before the ownership pass gives the group read (0640)
+    paths = setup_volumes(kube_api_access(os.getgid()), str(tmp_path / "g"), FakeMounter(), objects=with_token)
+    assert stat.S_IMODE((Path(paths["kube-api-access-x"]) / "token").stat().st_mode) == 0o640
+    # a refreshed token is rewritten
+    refreshed = PodObjects("ns", configmaps={"cfg": CM}, tokens={("", 3607): "new.token.sig"})
+    assert refresh_volumes(kube_api_access(), str(tmp_path), objects=refreshed) == ["kube-api-access-x"]
+    assert (vol / "token").read_text() == "new.token.sig"
+
+
+def test_a_token_that_cannot_be_had_fails_the_volume(tmp_path: Path) -> None:
+    with pytest.raises(VolumeError, match=r"^failed to fetch token: cannot use TokenManager when kubelet is in "
+                                          r"standalone mode$"):
+        setup_volumes(kube_api_access(), str(tmp_path), FakeMounter(), objects=PodObjects("ns", configmaps={"cfg": CM}))
