@@ -281,5 +281,15 @@ async def test_the_default_kube_api_access_volume_and_a_projected_token(
         requests = [p for u, m, p in api.handler.requests if u == f"system:node:{agent.node}" and m == "POST"
                     and p.endswith("/serviceaccounts/default/token")]
         assert len(requests) == 2  # one per token, not one per sync
+        # a deleted pod's token volumes (tmpfs) are unmounted
+        volumes = agent.root / "pods" / running["metadata"]["uid"] / "volumes" / "kubernetes.io~projected"
+        mounted = {m for m in host_tmpfs() if m.startswith(str(volumes.resolve()))}
+        assert len(mounted) == 2
+        await admin.delete("pods", "sa", "default", grace=1)
+
+        async def unmounted() -> bool:
+            return await get_pod(admin, "sa") is None and not mounted & host_tmpfs()
+
+        await agent.wait_for("the pod gone and its tmpfs unmounted", unmounted, timeout=30)
     finally:
         await stop_and_clean(agent, docker)
