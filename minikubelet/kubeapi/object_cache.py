@@ -38,6 +38,7 @@ class _Item:
     obj: Json | None = None
     synced: asyncio.Event = field(default_factory=asyncio.Event)
     immutable: bool = False
+    waited: bool = False  # a get timed out before the first list: that list is a change for the pods
     task: asyncio.Task[None] | None = None
 
     def stop(self) -> None:
@@ -51,7 +52,8 @@ class ObjectCache:
                  on_change: Callable[[str, str], None] = lambda _ns, _name: None,
                  sync_timeout: float = SYNC_TIMEOUT, min_watch_timeout: float = MIN_WATCH_TIMEOUT) -> None:
         """`resource`: the plural in the path (`configmaps`); `kind`: upstream's name in messages (`configmap`).
-        `on_change(namespace, name)` is called when a watched object changes after its first list."""
+        `on_change(namespace, name)` is called when a watched object changes after its first list, and at the
+        first list when a `get` gave up waiting for it."""
         self.client = client
         self.resource = resource
         self.kind = kind
@@ -105,6 +107,7 @@ class ObjectCache:
                     t.cancel()
                 await asyncio.gather(waiter, timer, return_exceptions=True)
             if not item.synced.is_set():
+                item.waited = True
                 raise CacheError(f"failed to sync {self.kind} cache: timed out waiting for the condition")
         if item.obj is None:
             raise CacheError(f'{self.kind} "{name}" not found', not_found=True)
@@ -126,7 +129,7 @@ class ObjectCache:
                 new = None
             else:
                 new = event.object if (event.object.get("metadata") or {}).get("name") == name else item.obj
-            changed = item.synced.is_set() and _version(new) != _version(item.obj)
+            changed = _version(new) != _version(item.obj) if item.synced.is_set() else item.waited
             item.obj = new
             item.synced.set()
             if changed:

@@ -14,7 +14,7 @@ from minikubelet.base.clock import FakeClock, RealClock
 from minikubelet.kubeapi.object_cache import CacheError, ObjectCache
 from tests.apiserver import ApiServer
 from tests.apiserver.fixtures import api_server  # noqa: F401
-from tests.unit.kubeapi.helpers import client_for, eventually
+from tests.unit.kubeapi.helpers import client_for, drive, eventually
 
 
 def cm(name: str, immutable: bool = False, **data: str) -> dict[str, Any]:
@@ -124,7 +124,8 @@ async def test_an_object_the_node_may_not_read_times_out_on_the_clock(api_server
     await admin.create(cm("unreferenced", k="v"))  # no pod bound to n1 references it: the list is a 403
     clock = FakeClock()
     client = client_for(api_server, api_server.node_identity("n1"), tmp_path)
-    cache = ObjectCache(client, "configmaps", "configmap", clock)
+    changes: list[str] = []
+    cache = ObjectCache(client, "configmaps", "configmap", clock, on_change=lambda _ns, n: changes.append(n))
     try:
         cache.add_reference("default", "unreferenced", "uid-1")
         get = asyncio.create_task(cache.get("default", "unreferenced"))
@@ -135,6 +136,11 @@ async def test_an_object_the_node_may_not_read_times_out_on_the_clock(api_server
         clock.advance(1.0)
         with pytest.raises(CacheError, match=r"^failed to sync configmap cache: timed out waiting for the condition$"):
             await get
+        # once a pod bound to the node references it, the list retried after its backoff succeeds, and the
+        # pods that gave up waiting are told
+        await admin.create(pod("p1", "unreferenced"))
+        await drive(clock, eventually(lambda: changes == ["unreferenced"], what="the first list"))
+        assert (await cache.get("default", "unreferenced"))["data"] == {"k": "v"}
     finally:
         cache.close()
         await client.close()
