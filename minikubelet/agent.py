@@ -71,6 +71,7 @@ from probes.manager import ProbeManager
 
 if TYPE_CHECKING:
     from minikubelet.events.api_sink import ApiEventSink
+    from minikubelet.kubeapi.informer import Informer
     from minikubelet.node.join import NodeJoin
     from minikubelet.node.lister import NodeLister
     from minikubelet.pod.mirror import MirrorPods, StaticPod
@@ -155,6 +156,7 @@ class Agent:
         self.node_lister: NodeLister | None = None
         self._refetches: set[asyncio.Task[None]] = set()
         self.status_sync: PodStatusSync | None = None
+        self.services: Informer | None = None
         self.mirrors: MirrorPods | None = None
         self.event_sink: ApiEventSink | None = None
         self._event_task: asyncio.Task[None] | None = None
@@ -245,15 +247,28 @@ class Agent:
     def _start_api_pods(self) -> None:
         """Joined: pods bound to the node come from the API server and their statuses go back there."""
         # Imported only when joined, as the join itself (the API client is heavy for a standalone agent).
+        from minikubelet.kubeapi.informer import Informer
+        from minikubelet.kubeapi.object_cache import ObjectCache
+        from minikubelet.kubeapi.token_manager import TokenManager
         from minikubelet.node.lister import NodeLister
         from minikubelet.pod.mirror import MirrorPods
         from minikubelet.sources.apiserver import ApiserverPodSource
         from minikubelet.status.api_sync import PodStatusSync
+        from minikubelet.worker.pod_objects import CONFIGMAP, SECRET, PodObjectSource, waker
 
         assert self.join is not None and self.join.client is not None
         client = self.join.client
         self.node_lister = NodeLister(client, self.node_name, self.clock)
         self.manager.refetch_node = self._refetch_node
+        # the kubelet's service informer: every Service with a cluster IP, for the pods' service env
+        self.services = Informer(client, "/api/v1/services", self.clock, field_selector="spec.clusterIP!=None")
+        objects = PodObjectSource(
+            ObjectCache(client, "configmaps", CONFIGMAP, self.clock,
+                        on_change=waker(lambda: self.containers.objects, self.workers.wake, CONFIGMAP)),
+            ObjectCache(client, "secrets", SECRET, self.clock,
+                        on_change=waker(lambda: self.containers.objects, self.workers.wake, SECRET)),
+            self.services, TokenManager(client, self.clock))
+        self.containers.objects = objects
         self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)
         self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
                                              max_pods=10 * max(self.config.max_pods, 1),
@@ -440,6 +455,7 @@ class Agent:
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
                     *([tg.create_task(self.node_lister.run(), name="node-lister")] if self.node_lister else []),
                     *([tg.create_task(self._run_api_pods(), name="api-pods")] if self.api_source else []),
+                    *([tg.create_task(self.services.run(), name="services")] if self.services else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
                     *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
                 ]
@@ -467,3 +483,5 @@ class Agent:
                     await self._event_task
             if self.event_sink is not None:
                 await self.event_sink.client.close()
+            if self.containers.objects is not None:
+                self.containers.objects.close()

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from minikubelet.api.pod_objects import ObjectUnavailable, PodObjects, configmap_data, secret_data, standalone
 from minikubelet.api.resource_fields import ResourceFieldError, resource_field_value
 
 _OPERATOR = "$"
@@ -109,19 +110,28 @@ def container_env(
     pod: Mapping[str, Any],
     field_values: Mapping[str, str] | None = None,
     allocatable: Mapping[str, Fraction] | None = None,
+    objects: PodObjects | None = None,
 ) -> list[tuple[str, str]]:
-    """The container's environment in declaration order, as the kubelet computes it.
+    """The container's environment, as upstream makeEnvironmentVariables computes it.
 
-    Literal values are expanded against the variables declared before them; fieldRef values
-    come from `field_values` (e.g. the live "status.podIP") or else from the pod itself. A
-    later entry with the same name replaces the earlier value but keeps its position.
-    envFrom and configMap/secret/resource references raise EnvSourceError.
+    envFrom first (ConfigMap/Secret keys with their prefix, in key order), then `env` in declaration order:
+    literal values are expanded against the variables so far and the Service variables; fieldRef values come
+    from `field_values` (e.g. the live "status.podIP") or else from the pod itself; configMapKeyRef and
+    secretKeyRef from `objects`. A later entry with the same name replaces the earlier value but keeps its
+    position. Service variables the container does not set itself come last. What cannot be resolved raises
+    EnvSourceError (CreateContainerConfigError).
     """
     fields = field_values or {}
     alloc = allocatable or {}
-    if container.get("envFrom"):
-        raise EnvSourceError("envFrom sources (ConfigMap/Secret) cannot be resolved here")
+    objs = objects if objects is not None else standalone(pod)
+    if objs.service_env_error:
+        raise EnvSourceError(objs.service_env_error)
+    service_env = objs.service_env or {}
     resolved: dict[str, str] = {}
+    env_from = container.get("envFrom")
+    for source in env_from if isinstance(env_from, list) else []:
+        if isinstance(source, dict):
+            resolved.update(_env_from(source, objs))
     env = container.get("env")
     for item in env if isinstance(env, list) else []:
         if not isinstance(item, dict) or not isinstance(item.get("name"), str):
@@ -129,18 +139,79 @@ def container_env(
         name: str = item["name"]
         value = item.get("value")
         if isinstance(value, str) and value != "":
-            resolved[name] = expand(value, resolved)
+            resolved[name] = expand(value, [resolved, service_env])
             continue
         value_from = item.get("valueFrom")
         if isinstance(value_from, dict) and value_from:
-            resolved[name] = _value_from(name, value_from, pod, container, fields, alloc)
+            got = _value_from(name, value_from, pod, container, fields, alloc, objs)
+            if got is not None:
+                resolved[name] = got
         else:
             resolved[name] = ""
+    for k, v in service_env.items():
+        resolved.setdefault(k, v)
     return list(resolved.items())
 
 
+def _optional(ref: Mapping[str, Any]) -> bool:
+    return ref.get("optional") is True
+
+
+def _ref_name(ref: Mapping[str, Any]) -> str:
+    name = ref.get("name")
+    return name if isinstance(name, str) else ""
+
+
+def _env_from(source: Mapping[str, Any], objs: PodObjects) -> dict[str, str]:
+    """One envFrom entry's variables ({} for an optional source that does not exist). As v1.36 (relaxed
+    environment variable names), every key is passed on; the API server has validated keys and prefix."""
+    prefix = source.get("prefix")
+    prefix = prefix if isinstance(prefix, str) else ""
+    cm_ref, secret_ref = source.get("configMapRef"), source.get("secretRef")
+    try:
+        if isinstance(cm_ref, dict):
+            values = configmap_data(objs.configmap(_ref_name(cm_ref)))
+        elif isinstance(secret_ref, dict):
+            values = {k: _text(v) for k, v in secret_data(objs.secret(_ref_name(secret_ref))).items()}
+        else:
+            return {}
+    except ObjectUnavailable as e:
+        ref = cm_ref if isinstance(cm_ref, dict) else secret_ref
+        if e.not_found and isinstance(ref, dict) and _optional(ref):
+            return {}
+        raise EnvSourceError(str(e)) from e
+    return {prefix + k: values[k] for k in sorted(values)}
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", errors="replace")
+
+
+def _key_ref(ref: Mapping[str, Any], objs: PodObjects, secret: bool) -> str | None:
+    """configMapKeyRef / secretKeyRef: the value, or None when an optional reference has none."""
+    name = _ref_name(ref)
+    key = ref.get("key")
+    key = key if isinstance(key, str) else ""
+    optional = _optional(ref)
+    try:
+        if secret:
+            data: Mapping[str, str] = {k: _text(v) for k, v in secret_data(objs.secret(name)).items()}
+        else:
+            data = configmap_data(objs.configmap(name))
+    except ObjectUnavailable as e:
+        if e.not_found and optional:
+            return None
+        raise EnvSourceError(str(e)) from e
+    if key in data:
+        return data[key]
+    if optional:
+        return None
+    kind = "Secret" if secret else "ConfigMap"
+    raise EnvSourceError(f"couldn't find key {key} in {kind} {objs.namespace}/{name}")
+
+
 def _value_from(name: str, value_from: Mapping[str, Any], pod: Mapping[str, Any], container: Mapping[str, Any],
-                fields: Mapping[str, str], allocatable: Mapping[str, Fraction]) -> str:
+                fields: Mapping[str, str], allocatable: Mapping[str, Fraction], objs: PodObjects) -> str | None:
     resource_ref = value_from.get("resourceFieldRef")
     if isinstance(resource_ref, dict):
         try:
@@ -153,6 +224,12 @@ def _value_from(name: str, value_from: Mapping[str, Any], pod: Mapping[str, Any]
         if not isinstance(path, str):
             raise EnvSourceError(f"env {name}: fieldRef.fieldPath must be a string")
         return field_ref_value(path, pod, fields)
+    cm_ref = value_from.get("configMapKeyRef")
+    if isinstance(cm_ref, dict):
+        return _key_ref(cm_ref, objs, secret=False)
+    secret_ref = value_from.get("secretKeyRef")
+    if isinstance(secret_ref, dict):
+        return _key_ref(secret_ref, objs, secret=True)
     kinds = ", ".join(sorted(value_from))
     raise EnvSourceError(f"env {name}: valueFrom source {kinds} is not supported")
 

@@ -1,5 +1,5 @@
-"""Pod volumes the agent can provide itself (upstream volumemanager, without the API server): emptyDir,
-hostPath, downwardAPI and projected downwardAPI sources; the pod directory, termination logs and teardown."""
+"""Pod volumes (upstream volumemanager): emptyDir, hostPath, downwardAPI, and for pods from the API server
+configMap and secret, and projected volumes of these; the pod directory, termination logs and teardown."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from functools import cache
 from typing import Any
 
 from cri.types import Mount
+from minikubelet.api.pod_objects import ObjectUnavailable, PodObjects, standalone
 from minikubelet.base import podview
 from minikubelet.base.podview import Container, Pod, PodView
 from minikubelet.base.safepath import (
@@ -21,7 +22,7 @@ from minikubelet.base.safepath import (
     safe_component,
     safe_join,
 )
-from minikubelet.volumes import atomic_writer, downward_api, empty_dir, host_path, projected
+from minikubelet.volumes import atomic_writer, configmap, downward_api, empty_dir, host_path, projected, secret
 from minikubelet.volumes.atomic_writer import AtomicWriteError, FileProjection
 from minikubelet.volumes.mounter import HostMounter, Mounter
 from minikubelet.volumes.ownership import set_volume_ownership
@@ -29,12 +30,17 @@ from minikubelet.volumes.subpath import SubPathError, expand_sub_path_expr, reso
 
 log = logging.getLogger("minikubelet.volumes")
 
-SUPPORTED = ("emptyDir", "hostPath", "downwardAPI", "projected")
+SUPPORTED = ("emptyDir", "hostPath", "downwardAPI", "projected", "configMap", "secret")
+# volumes written by the atomic writer, and their plugin directories
+WRITTEN = {"downwardAPI": downward_api.PLUGIN_DIR, "projected": projected.PLUGIN_DIR,
+           "configMap": configmap.PLUGIN_DIR, "secret": secret.PLUGIN_DIR}
 PODS = "pods"
 EMPTY_DIR = empty_dir.PLUGIN_DIR
-# the plugins whose directories may hold a tmpfs of ours (downwardAPI and projected wrap a memory emptyDir)
-TMPFS_PLUGIN_DIRS = (empty_dir.PLUGIN_DIR, downward_api.PLUGIN_DIR, projected.PLUGIN_DIR)
-_PAYLOAD_ERRORS = (downward_api.DownwardAPIError, projected.ProjectedError, AtomicWriteError)
+# the plugins whose directories may hold a tmpfs of ours (downwardAPI, projected and secret wrap a memory
+# emptyDir; configMap a disk one, as upstream)
+TMPFS_PLUGIN_DIRS = (empty_dir.PLUGIN_DIR, downward_api.PLUGIN_DIR, projected.PLUGIN_DIR, secret.PLUGIN_DIR)
+_PAYLOAD_ERRORS = (downward_api.DownwardAPIError, projected.ProjectedError, AtomicWriteError,
+                   configmap.ConfigMapVolumeError, ObjectUnavailable)
 
 
 class VolumeError(Exception):
@@ -101,22 +107,30 @@ def check_volumes(pod: Pod) -> None:
                 raise VolumeError(str(e), vname) from e
 
 
-def _payload(v: Mapping[str, Any], pod: Pod, allocatable: Mapping[str, Fraction]) -> dict[str, FileProjection]:
+def _payload(v: Mapping[str, Any], pod: Pod, allocatable: Mapping[str, Fraction],
+             objects: PodObjects) -> dict[str, FileProjection]:
     if isinstance(v.get("downwardAPI"), dict):
         source = v["downwardAPI"]
         return downward_api.collect_data(downward_api.items_of(source), pod, source.get("defaultMode"), allocatable)
-    return projected.collect_data(v["projected"], pod, allocatable)
+    if isinstance(v.get("configMap"), dict):
+        return configmap.collect_data(v["configMap"], objects, v["configMap"].get("defaultMode"))
+    if isinstance(v.get("secret"), dict):
+        return secret.collect_data(v["secret"], objects, v["secret"].get("defaultMode"))
+    return projected.collect_data(v["projected"], pod, allocatable, objects)
 
 
-def _set_up_written(root_dir: str, view: PodView, v: Mapping[str, Any], plugin_dir: str, mounter: Mounter,
-                    allocatable: Mapping[str, Fraction], fs_group: int | None) -> str:
-    """downwardAPI / projected: collect, then a memory emptyDir (no sizeLimit) filled by the atomic writer."""
+def _set_up_written(root_dir: str, view: PodView, v: Mapping[str, Any], kind: str, mounter: Mounter,
+                    allocatable: Mapping[str, Fraction], fs_group: int | None, objects: PodObjects) -> str:
+    """downwardAPI / projected / secret: collect, then a memory emptyDir (no sizeLimit) filled by the atomic
+    writer; configMap the same on the node's disk."""
     name = str(v.get("name"))
-    payload = _payload(v, view.raw, allocatable)
+    plugin_dir = WRITTEN[kind]
+    payload = _payload(v, view.raw, allocatable, objects)
     existed = os.path.isdir(os.path.join(root_dir, PODS, view.uid, "volumes", plugin_dir, name))
     path = make_dirs(root_dir, PODS, view.uid, "volumes", plugin_dir, name, leaf_mode=None if existed else 0o777)
-    size = empty_dir.memory_size_limit(view, None, allocatable.get("memory"))
-    empty_dir.set_up_tmpfs(path, size, mounter)
+    if kind != "configMap":
+        size = empty_dir.memory_size_limit(view, None, allocatable.get("memory"))
+        empty_dir.set_up_tmpfs(path, size, mounter)
     _write(path, payload, fs_group)
     return path
 
@@ -128,9 +142,12 @@ def _write(path: str, payload: Mapping[str, FileProjection], fs_group: int | Non
 
 
 def setup_volumes(pod: Pod, root_dir: str, mounter: Mounter | None = None,
-                  allocatable: Mapping[str, Fraction] | None = None) -> dict[str, str]:
-    """Create (and mount) the pod's volumes on the host; returns volume name -> host path. Idempotent."""
+                  allocatable: Mapping[str, Fraction] | None = None, objects: PodObjects | None = None,
+                  ) -> dict[str, str]:
+    """Create (and mount) the pod's volumes on the host; returns volume name -> host path. Idempotent.
+    `objects`: the ConfigMaps and Secrets read for this sync (none for a pod not from the API server)."""
     check_volumes(pod)
+    objs = objects if objects is not None else standalone(pod)
     mounter = mounter or host_mounter()
     alloc = allocatable or {}
     view = PodView.of(pod)
@@ -146,8 +163,7 @@ def setup_volumes(pod: Pod, root_dir: str, mounter: Mounter | None = None,
             elif isinstance(v.get("hostPath"), dict):
                 paths[vname] = host_path.set_up(v["hostPath"])
             else:
-                plugin = downward_api.PLUGIN_DIR if isinstance(v.get("downwardAPI"), dict) else projected.PLUGIN_DIR
-                paths[vname] = _set_up_written(root_dir, view, v, plugin, mounter, alloc, fs_group)
+                paths[vname] = _set_up_written(root_dir, view, v, _kind(v), mounter, alloc, fs_group, objs)
         except (UnsafePathError, empty_dir.EmptyDirError, host_path.HostPathError, *_PAYLOAD_ERRORS) as e:
             raise VolumeError(str(e), vname) from e
         except OSError as e:
@@ -155,24 +171,26 @@ def setup_volumes(pod: Pod, root_dir: str, mounter: Mounter | None = None,
     return paths
 
 
-def refresh_volumes(pod: Pod, root_dir: str, allocatable: Mapping[str, Fraction] | None = None) -> list[str]:
-    """Rewrite the downwardAPI and projected volumes already set up whose content changed (labels,
-    annotations: upstream remounts them on every pod update); returns the names rewritten."""
+def refresh_volumes(pod: Pod, root_dir: str, allocatable: Mapping[str, Fraction] | None = None,
+                    objects: PodObjects | None = None) -> list[str]:
+    """Rewrite the written volumes already set up whose content changed (labels, annotations, a ConfigMap or
+    Secret: upstream remounts them on every pod sync); returns the names rewritten."""
     alloc = allocatable or {}
+    objs = objects if objects is not None else standalone(pod)
     uid = podview.uid(pod)
     fs_group = _fs_group(pod)
     rewritten = []
     for v in _volumes(pod):
         kind = _kind(v)
-        if kind not in ("downwardAPI", "projected"):
+        if kind not in WRITTEN:
             continue
         vname = str(v.get("name"))
-        plugin = downward_api.PLUGIN_DIR if kind == "downwardAPI" else projected.PLUGIN_DIR
+        plugin = WRITTEN[kind]
         try:
             path = safe_join(root_dir, PODS, uid, "volumes", plugin, vname)
             if not os.path.lexists(os.path.join(path, atomic_writer.DATA_DIR)):
                 continue  # not set up yet: the next container start sets it up
-            if _write(path, _payload(v, pod, alloc), fs_group):
+            if _write(path, _payload(v, pod, alloc, objs), fs_group):
                 rewritten.append(vname)
         except (UnsafePathError, OSError, *_PAYLOAD_ERRORS) as e:
             raise VolumeError(str(e), vname) from e
@@ -180,8 +198,8 @@ def refresh_volumes(pod: Pod, root_dir: str, allocatable: Mapping[str, Fraction]
 
 
 def _read_only_volumes(pod: Pod) -> set[str]:
-    """downwardAPI and projected volumes are always mounted read-only (their plugins' ReadOnly attribute)."""
-    return {str(v.get("name")) for v in _volumes(pod) if _kind(v) in ("downwardAPI", "projected")}
+    """Written volumes are always mounted read-only (their plugins' ReadOnly attribute)."""
+    return {str(v.get("name")) for v in _volumes(pod) if _kind(v) in WRITTEN}
 
 
 def container_mounts(pod: Pod, c: Container, volume_paths: dict[str, str],

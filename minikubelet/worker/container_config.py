@@ -27,6 +27,7 @@ from cri.types import (
     PortMapping,
 )
 from minikubelet.api.expansion import container_env, expand_command
+from minikubelet.api.pod_objects import PodObjects
 from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.worker.hosts import sandbox_hostname
 from minikubelet.worker.security_context import (
@@ -97,10 +98,11 @@ def container_config(
     allocatable: Mapping[str, Fraction] | None = None,
     image_user: str = "",
     security_options: SecurityOptions = DEFAULT_OPTIONS,
+    objects: PodObjects | None = None,
 ) -> ContainerConfig:
     """Raises EnvSourceError for env it cannot resolve and SecurityContextError for a security context it
     cannot apply (both -> CreateContainerConfigError)."""
-    env = container_env(c.raw, pod.raw, field_values, allocatable)
+    env = container_env(c.raw, pod.raw, field_values, allocatable, objects)
     command, args = expand_command(c.raw, env)
     name = c.name
     tm_path = c.termination_message_path

@@ -7,13 +7,14 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cri.errors import CreateContainerError, NotFoundError, RuntimeError_, StartContainerError
 from cri.runtime import Runtime
 from cri.types import ContainerState, ContainerStatus, DNSConfig, Mount, PodSandboxStatus
 from minikubelet import events as ev
 from minikubelet.api.expansion import EnvSourceError, container_env
+from minikubelet.api.pod_objects import PodObjects, standalone
 from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration
 from minikubelet.base.podview import ContainerView, PodView
@@ -50,6 +51,9 @@ from minikubelet.worker.planner import backoff_key
 from minikubelet.worker.pod_state import PodSyncState
 from minikubelet.worker.security_context import DEFAULT_OPTIONS, SecurityContextError, SecurityOptions
 
+if TYPE_CHECKING:  # the API client is imported only by a node that joins a cluster
+    from minikubelet.worker.pod_objects import PodObjectSource
+
 log = logging.getLogger("minikubelet.worker.containers")
 
 MIN_GRACE = 2  # upstream minimumGracePeriodInSeconds
@@ -80,6 +84,13 @@ class Containers:
         self._dns = dns  # None: the sandbox gets the runtime's default resolver config
         self._cluster_domain = dns.cluster_domain if dns is not None else ""
         self.mounter = mounter or host_mounter()  # tmpfs for memory-backed volumes
+        self.objects: PodObjectSource | None = None  # joined: ConfigMaps, Secrets and Services from the API server
+
+    async def pod_objects(self, view: PodView) -> PodObjects:
+        """The ConfigMaps, Secrets and Service env this sync of the pod uses (nothing on a standalone node)."""
+        if self.objects is None:
+            return standalone(view.raw)
+        return await self.objects.snapshot(view)
 
     def _fail_start(self, view: PodView, c: ContainerView, st: PodSyncState, reason: str, message: str,
                     event_message: str | None = None) -> bool:
@@ -131,11 +142,13 @@ class Containers:
             "status.hostIP": self._host_ip,
             "status.hostIPs": self._host_ip,
         }
+        objects = await self.pod_objects(view)
         try:
             if st.volume_paths is None:
-                st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable)
+                st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable, objects)
             mounts = container_mounts(pod, dict(c.raw), st.volume_paths,
-                                      env=lambda: dict(container_env(c.raw, pod, field_values, self.allocatable)))
+                                      env=lambda: dict(container_env(c.raw, pod, field_values, self.allocatable,
+                                                                     objects)))
             mounts += self._hosts_mount(view, c, sandbox)
         except (VolumeError, OSError, HostnameError, EnvSourceError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
@@ -149,6 +162,7 @@ class Containers:
                 view, c, restart_count=restart_count, mounts=mounts, field_values=field_values,
                 resources=resources, termination_log_host_path=tlog, image_stop_signal=image.stop_signal,
                 allocatable=self.allocatable, image_user=image.user, security_options=self._security,
+                objects=objects,
             )
         except (EnvSourceError, SecurityContextError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
@@ -264,7 +278,8 @@ class Containers:
             self._sandbox_failed(pod, st, f"failed to create pod cgroup: {e}")
             return ""
         try:
-            st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable)
+            st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable,
+                                            await self.pod_objects(view))
         except (VolumeError, OSError) as e:
             volume = e.volume if isinstance(e, VolumeError) else ""
             message = f'MountVolume.SetUp failed for volume "{volume}" : {e}'
@@ -296,11 +311,12 @@ class Containers:
             self._sandbox_failed(pod, st, str(e))
             return ""
 
-    def refresh_volumes(self, view: PodView) -> None:
-        """Rewrite downwardAPI and projected volumes after a pod update (labels, annotations); also those of a
-        pod adopted after an agent restart, which are set up but not in `st`."""
+    async def refresh_volumes(self, view: PodView) -> None:
+        """Rewrite downwardAPI, projected, configMap and secret volumes after a change of the pod (labels,
+        annotations) or of an object they show; also those of a pod adopted after an agent restart, which are
+        set up but not in `st`."""
         try:
-            refresh_volumes(view.raw, self._root_dir, self.allocatable)
+            refresh_volumes(view.raw, self._root_dir, self.allocatable, await self.pod_objects(view))
         except VolumeError as e:
             self._recorder.pod_event(view.raw, "Warning", ev.FAILED_MOUNT,
                                      f'MountVolume.SetUp failed for volume "{e.volume}" : {e}')

@@ -93,7 +93,7 @@ class PodSyncer:
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
-        self.containers.refresh_volumes(view)
+        await self.containers.refresh_volumes(view)
         actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:
             await self._execute(view, actions, state, st)
@@ -336,6 +336,8 @@ class PodSyncer:
         self._backoff.forget_prefix(pod_key_prefix(view.name, view.namespace, uid))
         self._images.forget_pod(uid)
         self._statuses.remove_pod(uid)
+        if self.containers.objects is not None:
+            self.containers.objects.release(uid)  # upstream UnregisterPod: its ConfigMap/Secret watches may stop
         return True
 
 

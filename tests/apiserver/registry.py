@@ -4,12 +4,13 @@ registry strategies, admission and preconditions a kubelet meets. HTTP lives in 
 
 from __future__ import annotations
 
+import base64
 import copy
 import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.apiserver import admission, errors, openapi, pods
+from tests.apiserver import admission, errors, openapi, pods, services
 from tests.apiserver.auth import User
 from tests.apiserver.patch import PatchError, json_merge, strategic_merge
 from tests.apiserver.resources import ZERO, Resource, resource
@@ -21,6 +22,14 @@ _STATUS_RESET_ON_MAIN = {"pods", "nodes", "services", "namespaces", "certificate
 _NO_UNCONDITIONAL_UPDATE = {"leases", "certificatesigningrequests"}
 _SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 ROOT_CA_CONFIGMAP = "kube-root-ca.crt"
+
+
+def _merge_string_data(secret: Json) -> None:
+    """The Secret conversion: `stringData` is write-only, merged into `data` (base64) and never stored."""
+    string_data = secret.pop("stringData", None)
+    if isinstance(string_data, dict) and string_data:
+        data = secret.setdefault("data", {})
+        data.update({k: base64.b64encode(str(v).encode()).decode() for k, v in string_data.items()})
 
 
 @dataclass
@@ -60,6 +69,7 @@ class Registry:
         self.violations: list[Violation] = []
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.ensure_namespace(ns)
+        self.store.create("services", typed(resource("services"), services.kubernetes_service()))
 
     # namespaces spring into existence with what their controllers would add ----------------------
     def ensure_namespace(self, ns: str) -> None:
@@ -168,6 +178,10 @@ class Registry:
                 raise errors.forbidden(res, name, reason)
         elif res.plural == "secrets":
             obj.setdefault("type", "Opaque")
+            _merge_string_data(obj)
+        elif res.plural == "services":
+            used = {str((s.get("spec") or {}).get("clusterIP")) for s in self.store.list_objects("services", None)}
+            obj = services.prepare_create(obj, used)
         elif res.plural == "certificatesigningrequests":
             if node is not None and (reason := admission.csr(node, obj)):
                 raise errors.forbidden(res, name, reason)

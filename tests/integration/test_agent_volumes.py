@@ -99,7 +99,7 @@ async def test_volumes_read_back_from_inside(agent: AgentProcess, docker: aiodoc
     agent.put("vols.yaml", volumes_pod())
     agent.put("refused.yaml", simple_pod("refused", [
         {"name": "app", "command": ["sleep", "3600"], "volumeMounts": [{"name": "token", "mountPath": "/t"}]}],
-        volumes=[{"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]}}]))
+        volumes=[{"name": "token", "projected": {"sources": [{"clusterTrustBundle": {"path": "token", "signerName": "x"}}]}}]))
     agent.start()
     out = await output(agent, docker, "vols", "app")
     p = await agent.pod("vols")
@@ -134,9 +134,9 @@ async def test_volumes_read_back_from_inside(agent: AgentProcess, docker: aiodoc
         "refused", lambda q: "waiting" in cstatus(q, "app").get("state", {})
         and cstatus(q, "app")["state"]["waiting"]["reason"] == "CreateContainerConfigError", "refused")
     message = cstatus(refused, "app")["state"]["waiting"]["message"]
-    assert message == ('MountVolume.SetUp failed for volume "token" : sources[0]: projected serviceAccountToken '
-                       "sources need the API server, which this node does not use yet; only downwardAPI sources "
-                       "can be served")
+    assert message == ('MountVolume.SetUp failed for volume "token" : sources[0]: projected clusterTrustBundle '
+                       "sources are not supported yet; only downwardAPI, configMap, secret and serviceAccountToken "
+                       "sources can be served")
     events = (await agent.get_json("/debug/events"))["items"]
     assert any(e["reason"] == "FailedMount" and e["message"] == message
                and e["involvedObject"].get("uid") == refused["metadata"]["uid"] for e in events)

@@ -64,11 +64,11 @@ async def test_label_change_rewrites_the_file_and_removal_unmounts(node: tuple[F
 async def test_an_unserved_volume_is_refused_with_an_event_and_a_status_reason(
         node: tuple[FakeNode, FakeMounter]) -> None:
     n, mounter = node
-    token = {"name": "token", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
+    token = {"name": "token", "projected": {"sources": [{"clusterTrustBundle": {"path": "t", "signerName": "x"}}]}}
     n.config.set_source_pods("api", [labelled({}, token)])
     await n.settle()
-    message = ('MountVolume.SetUp failed for volume "token" : sources[0]: projected serviceAccountToken sources need '
-               "the API server, which this node does not use yet; only downwardAPI sources can be served")
+    message = ('MountVolume.SetUp failed for volume "token" : sources[0]: projected clusterTrustBundle sources are '
+               "not supported yet; only downwardAPI, configMap, secret and serviceAccountToken sources can be served")
     assert ("FailedMount", message) in n.events()
     waiting = n.container_state("app")["state"]["waiting"]
     assert waiting == {"reason": "CreateContainerConfigError", "message": message}
