@@ -31,9 +31,13 @@ def capacity(path: str) -> FsCapacity | None:
                       inodes=st.f_files, inodes_free=st.f_ffree, used=(st.f_blocks - st.f_bfree) * st.f_frsize)
 
 
-def dir_usage(path: str, max_entries: int = 100_000) -> DirUsage | None:
+def dir_usage(path: str, max_entries: int = 100_000, *, follow_file_links: bool = False) -> DirUsage | None:
     """Allocated bytes and inodes below `path` on its own filesystem, hard links counted once; None when it
-    does not exist. Stops counting after `max_entries` entries so a huge tree cannot stall a sample."""
+    does not exist. Stops counting after `max_entries` entries so a huge tree cannot stall a sample.
+
+    `follow_file_links` also counts the file a symlink points to: with cri-dockerd a container's log file is a
+    symlink to the engine's json-file log, and that file is the log's real usage.
+    """
     try:
         top = os.lstat(path)
     except OSError:
@@ -55,6 +59,15 @@ def dir_usage(path: str, max_entries: int = 100_000) -> DirUsage | None:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
+            if follow_file_links and stat.S_ISLNK(st.st_mode):
+                try:
+                    target = os.stat(entry.path)
+                except OSError:
+                    target = None
+                if target is not None and stat.S_ISREG(target.st_mode) and (target.st_dev, target.st_ino) not in seen:
+                    seen.add((target.st_dev, target.st_ino))
+                    total_bytes += target.st_blocks * 512
+                    inodes += 1
             if st.st_dev != top.st_dev:
                 continue
             if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):

@@ -26,7 +26,7 @@ from minikubelet.base.clock import Clock
 from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
 from minikubelet.stats.fs import capacity, dir_usage
 from minikubelet.stats.interfaces import InterfaceSample
-from minikubelet.stats.network import read_interfaces
+from minikubelet.stats.network import InterfaceReader
 from minikubelet.stats.snapshot import (
     ContainerEntry,
     Fs,
@@ -114,7 +114,7 @@ class StatsProvider:
     def __init__(self, runtime: Runtime, clock: Clock, node_name: str, root_dir: str,
                  cgroups: CgroupManager | None, files: CgroupFiles | None = None, *,
                  sandbox_image: str = "", interval: float = HOUSEKEEPING_INTERVAL,
-                 interfaces: Callable[[str | None], list[InterfaceSample]] = read_interfaces,
+                 interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
                  proc: Path = Path("/proc")) -> None:
         self.runtime = runtime
         self.clock = clock
@@ -124,7 +124,7 @@ class StatsProvider:
         self.files = files if files is not None else (CgroupFiles.of(cgroups) if cgroups is not None else None)
         self.sandbox_image = sandbox_image
         self.interval = interval
-        self._interfaces = interfaces
+        self._interfaces = interfaces if interfaces is not None else InterfaceReader()
         self.proc = proc
         self._previous: dict[str, tuple[float, int]] = {}  # cgroup -> (monotonic time, cpu usage ns)
         self._boot_time = psutil.boot_time()
@@ -218,9 +218,9 @@ class StatsProvider:
         for c in sorted(running, key=lambda c: c.metadata.name):
             logs = None
             if c.log_path:
-                usage = dir_usage(os.path.dirname(c.log_path))
+                usage = dir_usage(os.path.dirname(c.log_path), follow_file_links=True)
                 if usage is not None:
-                    logs = Fs(now, capacity(c.log_path), usage.bytes, usage.inodes)
+                    logs = Fs(now, capacity(os.path.realpath(c.log_path)), usage.bytes, usage.inodes)
             entries.append(ContainerEntry(
                 name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
                 cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors) if base else None,
