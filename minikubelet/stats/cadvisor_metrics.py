@@ -78,7 +78,7 @@ def families(snap: Snapshot) -> list[Family]:
     series: list[_Series] = []
     n = snap.node
     if n.root is not None:
-        series.append(_Series(n.root, start=n.boot_time, network=n.network, fs=n.fs, device="/"))
+        series.append(_Series(n.root, start=n.boot_time, network=n.network, fs=n.fs, device=n.fs_device))
     if n.pods_cgroup is not None:
         series.append(_Series(n.pods_cgroup, start=n.pods_start_time))
     series += [_Series(m) for m in n.other_cgroups]

@@ -57,12 +57,12 @@ class CgroupFiles:
         self.proc = proc
 
     @classmethod
-    def of(cls, manager: CgroupManager) -> CgroupFiles:
+    def of(cls, manager: CgroupManager, proc: Path = Path("/proc")) -> CgroupFiles:
         driver = manager.driver
         if isinstance(driver, CgroupV1Driver):
-            return cls(v1={c: driver.hierarchies[c] for c in V1_CONTROLLERS if c in driver.hierarchies})
+            return cls(v1={c: driver.hierarchies[c] for c in V1_CONTROLLERS if c in driver.hierarchies}, proc=proc)
         if isinstance(driver, CgroupV2Driver):
-            return cls(v2=driver.root)
+            return cls(v2=driver.root, proc=proc)
         raise ValueError(f"no stats for cgroup driver {type(driver).__name__}")
 
     def _parts(self, literal: str) -> list[str]:
@@ -102,6 +102,15 @@ def _read_first_int(path: Path) -> int | None:
         return None
 
 
+def device_of(path: str, mounts: list[tuple[str, str]]) -> str:
+    """The device of the deepest mount (device, mount point) holding `path`."""
+    best, depth = "", -1
+    for device, point in mounts:
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > depth:
+            best, depth = device, len(point)
+    return best
+
+
 def _running_tasks(proc: Path) -> int | None:
     """The kernel's task count (sysinfo's procs, what upstream reports as curproc): /proc/loadavg's 4th field."""
     try:
@@ -121,13 +130,18 @@ class StatsProvider:
         self.node_name = node_name
         self.root_dir = root_dir
         self.manager = cgroups
-        self.files = files if files is not None else (CgroupFiles.of(cgroups) if cgroups is not None else None)
+        self.files = files if files is not None else (CgroupFiles.of(cgroups, proc) if cgroups is not None else None)
         self.sandbox_image = sandbox_image
         self.interval = interval
         self._interfaces = interfaces if interfaces is not None else InterfaceReader()
         self.proc = proc
         self._previous: dict[str, tuple[float, int]] = {}  # cgroup -> (monotonic time, cpu usage ns)
         self._boot_time = psutil.boot_time()
+        try:
+            mounts = [(p.device, p.mountpoint) for p in psutil.disk_partitions(all=True)]
+        except OSError:
+            mounts = []
+        self._fs_device = device_of(os.path.realpath(root_dir), mounts)
         self._own_netns = self._netns_inode(str(proc / "self/ns/net"))
         self.snapshot: Snapshot | None = None
         self.passes = 0
@@ -261,12 +275,10 @@ class StatsProvider:
 
     def _node(self, image_bytes: int, now: float, mono: float, seen: set[str],
               errors: list[str]) -> NodeEntry:
-        meminfo = self.files.meminfo() if self.files is not None else {}
-        if not meminfo:
-            try:
-                meminfo = parse_meminfo((self.proc / "meminfo").read_text())
-            except OSError:
-                meminfo = {}
+        try:
+            meminfo = parse_meminfo((self.proc / "meminfo").read_text())
+        except OSError:
+            meminfo = {}
         pods_cgroup = None
         pods_start = 0.0
         others: list[Measured] = []
@@ -287,6 +299,7 @@ class StatsProvider:
             pods_cgroup=pods_cgroup, pods_start_time=pods_start, other_cgroups=tuple(others),
             network=self._network(None, now, errors),
             fs=Fs(now, fs, fs.used if fs else None, (fs.inodes - fs.inodes_free) if fs else None),
+            fs_device=self._fs_device,
             image_fs=Fs(now, fs, image_bytes),
             rlimit=Rlimit(now, _read_first_int(self.proc / "sys/kernel/pid_max"), _running_tasks(self.proc)),
             swap_total=meminfo.get("SwapTotal", 0), swap_free=meminfo.get("SwapFree", 0),

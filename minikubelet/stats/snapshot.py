@@ -83,6 +83,7 @@ class NodeEntry:
     other_cgroups: tuple[Measured, ...] = ()  # the QoS cgroups, for /metrics/cadvisor
     network: Network | None = None
     fs: Fs | None = None
+    fs_device: str = ""  # the device holding the root dir (cAdvisor's `device` label)
     image_fs: Fs | None = None
     rlimit: Rlimit | None = None
     swap_total: int = 0
