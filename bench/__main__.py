@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|churn|precision [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|stats-scrape [options]"""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ def main() -> None:
     s.add_argument("--grace", type=int, default=2)
     s.add_argument("--kills", type=int, default=5)
     s.add_argument("--restarts", type=int, default=4, help="0 skips; 4 takes about 75 s")
+    s = sub.add_parser("stats-scrape", help="time per /stats/summary, /metrics/resource, /metrics/cadvisor; one pass")
+    s.add_argument("--pods", type=int, default=30)
+    s.add_argument("--requests", type=int, default=50, help="sequential requests per path")
+    s.add_argument("--passes", type=int, default=5, help="housekeeping passes timed in the bench process")
     a = p.parse_args()
     if a.name == "startup":
         from bench import startup
@@ -38,6 +42,10 @@ def main() -> None:
         from bench import churn
 
         asyncio.run(churn.main(a.pods, a.wave))
+    elif a.name == "stats-scrape":
+        from bench import stats_scrape
+
+        asyncio.run(stats_scrape.main(a.pods, a.requests, a.passes))
     elif a.name == "footprint":
         from bench import footprint
 

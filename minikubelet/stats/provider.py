@@ -21,7 +21,8 @@ from cgroups.qos import BEST_EFFORT, BURSTABLE
 from cgroups.v1 import CgroupV1Driver
 from cgroups.v2 import CgroupV2Driver
 from cri.runtime import Runtime
-from cri.types import ContainerState, ContainerStatus, PodSandboxStatus, SandboxState
+from cri.errors import RuntimeError_
+from cri.types import ContainerState, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
 from minikubelet.base.clock import Clock
 from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
 from minikubelet.stats.fs import capacity, dir_usage
@@ -136,6 +137,7 @@ class StatsProvider:
         self._interfaces = interfaces if interfaces is not None else InterfaceReader()
         self.proc = proc
         self._previous: dict[str, tuple[float, int]] = {}  # cgroup -> (monotonic time, cpu usage ns)
+        self._status_cache: dict[str, tuple[str, PodSandboxStatus | ContainerStatus]] = {}  # id -> (state word, status)
         self._boot_time = psutil.boot_time()
         try:
             mounts = [(p.device, p.mountpoint) for p in psutil.disk_partitions(all=True)]
@@ -156,10 +158,34 @@ class StatsProvider:
                 log.exception("stats housekeeping failed")
             await self.clock.sleep(self.interval)
 
+    async def _statuses(self) -> tuple[list[PodSandboxStatus], list[ContainerStatus]]:
+        """Sandboxes and containers from one cheap listing; each is inspected only when new or its state word
+        changed (a status is otherwise fixed while the state holds), so a pass costs one list, not N inspects."""
+        summaries = await self.runtime.list_summaries()
+        wanted = {s.id: s for s in summaries}
+        for gone in set(self._status_cache) - set(wanted):
+            del self._status_cache[gone]
+        stale = [s for s in summaries
+                 if s.id not in self._status_cache or self._status_cache[s.id][0] != s.state]
+
+        async def fetch(summary: ObjectSummary) -> None:
+            try:
+                status: PodSandboxStatus | ContainerStatus = (
+                    await self.runtime.pod_sandbox_status(summary.id) if summary.is_sandbox
+                    else await self.runtime.container_status(summary.id))
+            except RuntimeError_:
+                self._status_cache.pop(summary.id, None)  # removed since the listing
+                return
+            self._status_cache[summary.id] = (summary.state, status)
+
+        await asyncio.gather(*(fetch(s) for s in stale))
+        sandboxes = [st for _, st in self._status_cache.values() if isinstance(st, PodSandboxStatus)]
+        containers = [st for _, st in self._status_cache.values() if isinstance(st, ContainerStatus)]
+        return sandboxes, containers
+
     async def update(self) -> Snapshot:
         async with self._lock:
-            sandboxes = await self.runtime.list_pod_sandboxes()
-            containers = await self.runtime.list_containers()
+            sandboxes, containers = await self._statuses()
             images = await self.runtime.list_images()
             image_bytes = sum(i.size for i in images)
             snap = await asyncio.to_thread(self._collect, sandboxes, containers, image_bytes)

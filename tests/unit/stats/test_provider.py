@@ -137,6 +137,21 @@ async def test_cpu_rate_from_the_last_two_samples(tmp_path: Path, proc: Path) ->
     assert snap.node.root is not None and snap.node.root.nano_cores == 0
 
 
+async def test_a_pass_inspects_only_what_changed(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, rt, _, _, cid, _ = await make(tmp_path, proc, clock)
+    await provider.update()
+    first = [c.op for c in rt.calls]
+    assert first.count("container_status") == 1 and first.count("pod_sandbox_status") == 1
+    rt.calls.clear()
+    await provider.update()
+    assert [c.op for c in rt.calls] == ["list_summaries", "list_images"]
+    rt.exit_container(cid, 0)
+    rt.calls.clear()
+    await provider.update()
+    assert [c.op for c in rt.calls].count("container_status") == 1
+
+
 async def test_stopped_sandboxes_and_exited_containers_leave_the_snapshot(tmp_path: Path, proc: Path) -> None:
     clock = FakeClock()
     provider, rt, _, sandbox, cid, _ = await make(tmp_path, proc, clock)
