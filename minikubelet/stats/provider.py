@@ -20,8 +20,8 @@ from cgroups.naming import kubepods_name, qos_cgroup_name
 from cgroups.qos import BEST_EFFORT, BURSTABLE
 from cgroups.v1 import CgroupV1Driver
 from cgroups.v2 import CgroupV2Driver
-from cri.runtime import Runtime
 from cri.errors import RuntimeError_
+from cri.runtime import Runtime
 from cri.types import ContainerState, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
 from minikubelet.base.clock import Clock
 from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
