@@ -3,20 +3,26 @@ real kernel's cgroups (v1 here), the pods' network namespaces and the log files,
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.fixtures import KUBERNETES
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.agent_env import AgentProcess, container_id, cstatus, free_port, simple_pod
+from tests.integration.test_agent_kubelet_api import anonymous_ctx, write_pki
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
 docker = agent_env.docker
 
 MiB = 2**20
+KUBELET_API = KUBERNETES / "kubelet-api"
 
 
 def _pod(summary: dict[str, Any], agent: AgentProcess, name: str) -> dict[str, Any]:
@@ -139,3 +145,47 @@ async def test_summary_and_metrics_follow_real_usage(agent: AgentProcess) -> Non
     # Paths 1.36 does not serve under /stats/.
     status, text = await agent.get_text("/stats/container")
     assert status == 404 and text == "404: Page Not Found"
+
+
+def recorded_request_headers(scenario: str) -> dict[str, str]:
+    """The headers kube-apiserver 1.36.2 sent the kubelet for this node-proxy request (Host left out)."""
+    lines = (KUBELET_API / scenario / "request.txt").read_text().splitlines()[1:]
+    headers = dict(line.split(": ", 1) for line in lines if ": " in line)
+    headers.pop("Host", None)
+    return headers
+
+
+async def test_the_kubelet_api_serves_stats_as_the_api_server_asks(tmp_path: Path, agent: AgentProcess) -> None:
+    ca, ctx = write_pki(tmp_path)
+    port = free_port()
+    agent.extra = {"port": port, "authentication": {"x509": {"clientCAFile": str(ca)}},
+                   "authorization": {"mode": "AlwaysAllow"}}
+    agent.put("one.yaml", simple_pod("one", [{"name": "c", "command": ["sleep", "3600"]}],
+                                     terminationGracePeriodSeconds=1))
+    agent.start()
+    await agent.wait_phase("one", "Running")
+    base = f"https://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{base}/stats/summary", ssl=anonymous_ctx()) as r:
+            assert (r.status, await r.text()) == (401, "Unauthorized")
+
+        async def has_pod() -> dict[str, Any] | None:
+            async with s.get(f"{base}/stats/summary", ssl=ctx,
+                             headers=recorded_request_headers("proxy-stats-summary")) as r:
+                assert r.status == 200 and r.headers["Content-Type"] == "application/json"
+                body: dict[str, Any] = json.loads(await r.read())
+            return body if any(p["podRef"]["name"] == f"one-{agent.node}" and p["containers"]
+                               for p in body["pods"]) else None
+
+        body = await agent.wait_for("the pod in the summary", has_pod, timeout=30, interval=1)
+        assert body["node"]["nodeName"] == agent.node
+        async with s.get(f"{base}/metrics/resource", ssl=ctx, auto_decompress=False,
+                         headers=recorded_request_headers("proxy-metrics-resource")) as r:
+            assert r.status == 200 and r.headers["Content-Encoding"] == "gzip"
+            assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
+            fams = _families(gzip.decompress(await r.read()).decode())
+        assert {s.labels["pod"] for s in fams["pod_cpu_usage_seconds"].samples} == {f"one-{agent.node}"}
+        async with s.get(f"{base}/metrics/cadvisor", ssl=ctx,
+                         headers=recorded_request_headers("proxy-metrics-cadvisor")) as r:
+            assert r.status == 200
+            assert "container_cpu_usage_seconds" in _families(await r.text())
