@@ -49,7 +49,8 @@ async def test_summary_and_metrics_follow_real_usage(agent: AgentProcess) -> Non
                                                 "resources": {"limits": {"cpu": "200m", "memory": "32Mi"}}}], **grace))
     agent.put("mem.yaml", simple_pod("mem", [{"name": "mem", "command": [
         "sh", "-c", "dd if=/dev/zero of=/dev/shm/fill bs=1M count=40 2>/dev/null; exec sleep 3600"]}], **grace))
-    agent.put("talk.yaml", simple_pod("talk", [{"name": "web", "command": ["httpd", "-f", "-p", "8080", "-h", "/www"]},
+    agent.put("talk.yaml", simple_pod("talk", [{"name": "web", "command": [
+        "sh", "-c", "head -c 100000 /dev/zero > /www/big && exec httpd -f -p 8080 -h /www"]},
                                                {"name": "logger", "command": [
                                                    "sh", "-c", "while :; do echo stats-log-line-$(date +%s%N); "
                                                    "sleep 0.05; done"]}], **grace))
@@ -80,7 +81,7 @@ async def test_summary_and_metrics_follow_real_usage(agent: AgentProcess) -> Non
 
     talk = _pod(first, agent, "talk")
     assert talk["network"]["name"] == "eth0" and [i["name"] for i in talk["network"]["interfaces"]] == ["eth0"]
-    rx0 = talk["network"]["rxBytes"]
+    rx0, tx0 = talk["network"]["rxBytes"], talk["network"]["txBytes"]
     logs0 = _container(talk, "logger")["logs"]["usedBytes"]
 
     node = first["node"]
@@ -94,15 +95,15 @@ async def test_summary_and_metrics_follow_real_usage(agent: AgentProcess) -> Non
     # Traffic into the pod's network namespace, from the engine's namespace (where the tests run).
     ip = pods["talk"]["status"]["podIP"]
     async with aiohttp.ClientSession() as s:
-        for _ in range(20):
-            async with s.post(f"http://{ip}:8080/", data=b"x" * 20000) as r:
-                await r.read()
+        for _ in range(10):
+            async with s.get(f"http://{ip}:8080/big") as r:
+                assert r.status == 200 and len(await r.read()) == 100000
 
     async def grown() -> dict[str, Any] | None:
         s = await _summary(agent)
         t = _pod(s, agent, "talk")
         b = _container(_pod(s, agent, "burn"), "burn")
-        ok = (t["network"]["rxBytes"] > rx0 + 20 * 20000 and _container(t, "logger")["logs"]["usedBytes"] > logs0
+        ok = (t["network"]["txBytes"] > tx0 + 10 * 100000 and t["network"]["rxBytes"] > rx0 and _container(t, "logger")["logs"]["usedBytes"] > logs0
               and b["cpu"]["usageCoreNanoSeconds"] > burn_c["cpu"]["usageCoreNanoSeconds"])
         return s if ok else None
 
@@ -132,9 +133,9 @@ async def test_summary_and_metrics_follow_real_usage(agent: AgentProcess) -> Non
     status, text = await agent.get_text("/metrics/cadvisor")
     assert status == 200
     fams = _families(text)
-    rx = [s for s in fams["container_network_receive_bytes"].samples
+    tx = [s for s in fams["container_network_transmit_bytes"].samples
           if s.labels["pod"] == f"talk-{agent.node}" and s.labels["interface"] == "eth0"]
-    assert len(rx) == 1 and rx[0].value > 20 * 20000 and rx[0].labels["container"] == ""
+    assert len(tx) == 1 and tx[0].value > 10 * 100000 and tx[0].labels["container"] == ""
     mem_id = container_id(pods["mem"], "mem")
     wss = [s for s in fams["container_memory_working_set_bytes"].samples if s.labels["name"] == mem_id]
     assert len(wss) == 1 and wss[0].value >= 40 * MiB
