@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape [options]"""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def main() -> None:
     s.add_argument("--samples", type=int, default=50, help="exec round trips per way")
     s.add_argument("--lines", type=int, default=100, help="log lines followed")
     s.add_argument("--interval", type=float, default=0.1, help="seconds between log lines")
+    s = sub.add_parser("stats-scrape", help="time per /stats/summary, /metrics/resource, /metrics/cadvisor; one pass")
+    s.add_argument("--pods", type=int, default=30)
+    s.add_argument("--requests", type=int, default=50, help="sequential requests per path")
+    s.add_argument("--passes", type=int, default=5, help="housekeeping passes timed in the bench process")
     a = p.parse_args()
     if a.name == "startup":
         from bench import startup
@@ -46,6 +50,10 @@ def main() -> None:
         from bench import stream_latency
 
         asyncio.run(stream_latency.main(a.samples, a.lines, a.interval))
+    elif a.name == "stats-scrape":
+        from bench import stats_scrape
+
+        asyncio.run(stats_scrape.main(a.pods, a.requests, a.passes))
     elif a.name == "footprint":
         from bench import footprint
 

@@ -43,10 +43,12 @@ from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempte
 from minikubelet.pod.security_admission import admit_handlers
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
+from minikubelet.server.stats import StatsHandlers
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
 from minikubelet.sources.url import URLPodSource
+from minikubelet.stats.provider import StatsProvider
 from minikubelet.status.manager import StatusManager
 from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
 from minikubelet.worker.backoff import (
@@ -406,6 +408,10 @@ class Agent:
             self.cgroups = build_pod_cgroups(cfg, (await self.runtime.runtime_config()).cgroup_driver,
                                              lambda: list(self.manager.desired.values()))
             self.containers.cgroups = self.cgroups
+        self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir,
+                                   self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None,
+                                   sandbox_image=cfg.pod_infra_container_image)
+        self.server.stats = StatsHandlers(self.stats)
         log.info("starting minikubelet", extra={"kv": {
             "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{version.runtime_name} {version.runtime_version}",
             "staticPodPath": cfg.static_pod_path}})
@@ -452,6 +458,7 @@ class Agent:
                     tg.create_task(self._housekeeping(), name="housekeeping"),
                     tg.create_task(self.container_gc.run(), name="container-gc"),
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
+                    tg.create_task(self.stats.run(), name="stats-housekeeping"),
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
                     *([tg.create_task(self.node_lister.run(), name="node-lister")] if self.node_lister else []),
                     *([tg.create_task(self._run_api_pods(), name="api-pods")] if self.api_source else []),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -13,6 +13,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from minikubelet.server.limits import ServingLimits
 from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
 from minikubelet.server.serving import BoundedSite, bounded_app, serve
+
+if TYPE_CHECKING:
+    from minikubelet.server.stats import StatsHandlers
 
 HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, error or None)
 
@@ -36,6 +39,7 @@ class KubeletServer:
         self._events = events
         self._runners: list[web.AppRunner] = []
         self.sites: list[BoundedSite] = []
+        self.stats: StatsHandlers | None = None  # set by the agent before serving
 
     def app(self) -> web.Application:
         app = bounded_app(self.limits)
@@ -45,6 +49,8 @@ class KubeletServer:
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/metrics/probes", self.metrics_probes)
         app.router.add_get("/debug/events", self.events)
+        if self.stats is not None:
+            self.stats.add_routes(app)
         return app
 
     def health_app(self) -> web.Application:

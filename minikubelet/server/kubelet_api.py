@@ -85,6 +85,8 @@ class KubeletAPI:
         app.router.add_get("/pods", self.base.pods)
         app.router.add_get("/pods/", self.base.pods)
         app.router.add_get("/metrics", self.base.metrics)
+        if self.base.stats is not None:
+            self.base.stats.add_routes(app)
         app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self.container_logs)
         for method in ("GET", "POST"):
             app.router.add_route(method, "/exec/{ns}/{pod}/{container}", self.exec)

@@ -1,0 +1,171 @@
+"""One sample of a cgroup's usage, read from the cgroup v1 or v2 interface files.
+
+Working set is what upstream (cAdvisor, and the CRI stats of containerd) reports: usage minus inactive file
+pages, never below zero. v1 reads the `total_*` keys of memory.stat (the cgroup and its descendants); v2's
+memory.stat is hierarchical already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cgroups.driver import read_flat_keyed
+
+# memory.limit_in_bytes reads this (page-rounded LONG_MAX) when no limit is set.
+V1_UNLIMITED = 0x7FFFFFFFFFFFF000
+USER_HZ = 100
+
+
+@dataclass(frozen=True)
+class PSIData:
+    total: int = 0  # microseconds
+    avg10: float = 0.0
+    avg60: float = 0.0
+    avg300: float = 0.0
+
+
+@dataclass(frozen=True)
+class PSI:
+    some: PSIData
+    full: PSIData
+
+
+@dataclass(frozen=True)
+class CgroupSample:
+    cpu_usage_ns: int
+    cpu_user_ns: int = 0
+    cpu_system_ns: int = 0
+    memory_usage: int = 0
+    memory_working_set: int = 0
+    memory_rss: int = 0
+    memory_cache: int = 0
+    memory_mapped_file: int = 0
+    page_faults: int = 0
+    major_page_faults: int = 0
+    memory_limit: int | None = None  # None: unlimited
+    swap_usage: int = 0
+    pids: int = 0
+    cpu_psi: PSI | None = None
+    memory_psi: PSI | None = None
+    io_psi: PSI | None = None
+
+
+def _read_int(path: Path) -> int | None:
+    """The integer in a one-value file; None when absent, empty or "max"."""
+    try:
+        text = path.read_text().strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if text in ("", "max"):
+        return None
+    return int(text)
+
+
+def parse_psi(text: str) -> PSI | None:
+    """`some avg10=0.00 avg60=0.00 avg300=0.00 total=0` and a `full` line (cpu.pressure lacks `full` on old kernels)."""
+    lines: dict[str, PSIData] = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        fields = dict(part.split("=", 1) for part in rest.split() if "=" in part)
+        try:
+            lines[kind] = PSIData(int(fields.get("total", "0")), float(fields.get("avg10", "0")),
+                                  float(fields.get("avg60", "0")), float(fields.get("avg300", "0")))
+        except ValueError:
+            return None
+    if "some" not in lines:
+        return None
+    return PSI(some=lines["some"], full=lines.get("full", PSIData()))
+
+
+def _read_psi(path: Path) -> PSI | None:
+    try:
+        return parse_psi(path.read_text())
+    except (FileNotFoundError, NotADirectoryError, OSError):
+        return None
+
+
+def read_v1(dirs: Mapping[str, Path]) -> CgroupSample | None:
+    """A cgroup on v1: `dirs` maps a controller (cpuacct, memory, pids) to the cgroup's directory in it.
+
+    None when the cgroup is gone (its cpuacct directory does not exist).
+    """
+    cpuacct = dirs["cpuacct"]
+    usage = _read_int(cpuacct / "cpuacct.usage")
+    if usage is None:
+        return None
+    ticks = read_flat_keyed(cpuacct / "cpuacct.stat")
+    memory = dirs["memory"]
+    stat = read_flat_keyed(memory / "memory.stat")
+    mem_usage = _read_int(memory / "memory.usage_in_bytes") or 0
+    limit = _read_int(memory / "memory.limit_in_bytes")
+    memsw = _read_int(memory / "memory.memsw.usage_in_bytes")
+    pids_dir = dirs.get("pids")
+    pids = _read_int(pids_dir / "pids.current") if pids_dir is not None else None
+    return CgroupSample(
+        cpu_usage_ns=usage,
+        cpu_user_ns=ticks.get("user", 0) * (1_000_000_000 // USER_HZ),
+        cpu_system_ns=ticks.get("system", 0) * (1_000_000_000 // USER_HZ),
+        memory_usage=mem_usage,
+        memory_working_set=max(0, mem_usage - stat.get("total_inactive_file", 0)),
+        memory_rss=stat.get("total_rss", 0),
+        memory_cache=stat.get("total_cache", 0),
+        memory_mapped_file=stat.get("total_mapped_file", 0),
+        page_faults=stat.get("total_pgfault", 0),
+        major_page_faults=stat.get("total_pgmajfault", 0),
+        memory_limit=None if limit is None or limit >= V1_UNLIMITED else limit,
+        swap_usage=max(0, memsw - mem_usage) if memsw is not None else 0,
+        pids=pids or 0,
+    )
+
+
+def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None = None) -> CgroupSample | None:
+    """A cgroup on v2. The root cgroup has no memory.current: its usage comes from /proc/meminfo
+    (MemTotal − MemFree, as cAdvisor does), passed in as `meminfo` (kB values already in bytes)."""
+    cpu = read_flat_keyed(path / "cpu.stat")
+    if "usage_usec" not in cpu:
+        return None
+    stat = read_flat_keyed(path / "memory.stat")
+    if root and meminfo is not None:
+        mem_usage = meminfo.get("MemTotal", 0) - meminfo.get("MemFree", 0)
+    else:
+        mem_usage = _read_int(path / "memory.current") or 0
+    return CgroupSample(
+        cpu_usage_ns=cpu["usage_usec"] * 1000,
+        cpu_user_ns=cpu.get("user_usec", 0) * 1000,
+        cpu_system_ns=cpu.get("system_usec", 0) * 1000,
+        memory_usage=mem_usage,
+        memory_working_set=max(0, mem_usage - stat.get("inactive_file", 0)),
+        memory_rss=stat.get("anon", 0),
+        memory_cache=stat.get("file", 0),
+        memory_mapped_file=stat.get("file_mapped", 0),
+        page_faults=stat.get("pgfault", 0),
+        major_page_faults=stat.get("pgmajfault", 0),
+        memory_limit=_read_int(path / "memory.max"),
+        swap_usage=_read_int(path / "memory.swap.current") or 0,
+        pids=_read_int(path / "pids.current") or 0,
+        cpu_psi=_read_psi(path / "cpu.pressure"),
+        memory_psi=_read_psi(path / "memory.pressure"),
+        io_psi=_read_psi(path / "io.pressure"),
+    )
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """/proc/meminfo in bytes."""
+    result: dict[str, int] = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            result[key] = int(parts[0]) * (1024 if len(parts) > 1 and parts[1] == "kB" else 1)
+    return result
+
+
+def usage_nano_cores(prev_usage_ns: int, prev_t: float, cur_usage_ns: int, cur_t: float) -> int | None:
+    """CPU rate between two samples in nanocores (upstream's getAndUpdateContainerUsageNanoCores);
+    None when the interval is empty or the counter went back (a new cgroup under the same name)."""
+    elapsed_ns = round((cur_t - prev_t) * 1e9)
+    if elapsed_ns <= 0 or cur_usage_ns < prev_usage_ns:
+        return None
+    return (cur_usage_ns - prev_usage_ns) * 1_000_000_000 // elapsed_ns

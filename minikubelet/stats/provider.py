@@ -1,0 +1,332 @@
+"""The stats provider: samples the node, pod and container cgroups, network namespaces and filesystems once per
+housekeeping interval (upstream: cAdvisor's housekeeping and the CRI stats provider's cache), so that a scrape
+only renders the last snapshot.
+
+CPU rates (usageNanoCores) come from the last two samples of the same cgroup, timed with the injectable clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import psutil
+
+from cgroups.manager import CgroupManager
+from cgroups.naming import kubepods_name, qos_cgroup_name
+from cgroups.qos import BEST_EFFORT, BURSTABLE
+from cgroups.v1 import CgroupV1Driver
+from cgroups.v2 import CgroupV2Driver
+from cri.errors import RuntimeError_
+from cri.runtime import Runtime
+from cri.types import ContainerState, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
+from minikubelet.base.clock import Clock
+from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
+from minikubelet.stats.fs import capacity, dir_usage
+from minikubelet.stats.interfaces import InterfaceSample
+from minikubelet.stats.network import InterfaceReader
+from minikubelet.stats.snapshot import (
+    ContainerEntry,
+    Fs,
+    Measured,
+    Network,
+    NodeEntry,
+    PodEntry,
+    Rlimit,
+    Snapshot,
+    Volume,
+)
+
+log = logging.getLogger("minikubelet.stats")
+
+HOUSEKEEPING_INTERVAL = 10.0  # cAdvisor's default --housekeeping_interval, which the kubelet keeps
+V1_CONTROLLERS = ("cpuacct", "memory", "pids")
+
+
+class CgroupFiles:
+    """Reads samples by literal cgroup path from the v1 hierarchies or the v2 tree."""
+
+    def __init__(self, v1: Mapping[str, Path] | None = None, v2: Path | None = None,
+                 proc: Path = Path("/proc")) -> None:
+        if (v1 is None) == (v2 is None):
+            raise ValueError("exactly one of v1 hierarchies or the v2 root")
+        self.v1 = v1
+        self.v2 = v2
+        self.proc = proc
+
+    @classmethod
+    def of(cls, manager: CgroupManager, proc: Path = Path("/proc")) -> CgroupFiles:
+        driver = manager.driver
+        if isinstance(driver, CgroupV1Driver):
+            return cls(v1={c: driver.hierarchies[c] for c in V1_CONTROLLERS if c in driver.hierarchies}, proc=proc)
+        if isinstance(driver, CgroupV2Driver):
+            return cls(v2=driver.root, proc=proc)
+        raise ValueError(f"no stats for cgroup driver {type(driver).__name__}")
+
+    def _parts(self, literal: str) -> list[str]:
+        parts = [p for p in literal.split("/") if p]
+        if any(p in (".", "..") for p in parts):
+            raise ValueError(f"invalid cgroup path {literal!r}")
+        return parts
+
+    def sample(self, literal: str) -> CgroupSample | None:
+        parts = self._parts(literal)
+        if self.v1 is not None:
+            return read_v1({c: mount.joinpath(*parts) for c, mount in self.v1.items()})
+        assert self.v2 is not None
+        if not parts:
+            return read_v2(self.v2, root=True, meminfo=self.meminfo())
+        return read_v2(self.v2.joinpath(*parts))
+
+    def created(self, literal: str) -> float:
+        base = self.v1["cpuacct"] if self.v1 is not None else self.v2
+        assert base is not None
+        try:
+            return base.joinpath(*self._parts(literal)).stat().st_ctime
+        except OSError:
+            return 0.0
+
+    def meminfo(self) -> dict[str, int]:
+        try:
+            return parse_meminfo((self.proc / "meminfo").read_text())
+        except OSError:
+            return {}
+
+
+def _read_first_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def device_of(path: str, mounts: list[tuple[str, str]]) -> str:
+    """The device of the deepest mount (device, mount point) holding `path`."""
+    best, depth = "", -1
+    for device, point in mounts:
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > depth:
+            best, depth = device, len(point)
+    return best
+
+
+def _running_tasks(proc: Path) -> int | None:
+    """The kernel's task count (sysinfo's procs, what upstream reports as curproc): /proc/loadavg's 4th field."""
+    try:
+        return int((proc / "loadavg").read_text().split()[3].split("/")[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class StatsProvider:
+    def __init__(self, runtime: Runtime, clock: Clock, node_name: str, root_dir: str,
+                 cgroups: CgroupManager | None, files: CgroupFiles | None = None, *,
+                 sandbox_image: str = "", interval: float = HOUSEKEEPING_INTERVAL,
+                 interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
+                 proc: Path = Path("/proc")) -> None:
+        self.runtime = runtime
+        self.clock = clock
+        self.node_name = node_name
+        self.root_dir = root_dir
+        self.manager = cgroups
+        self.files = files if files is not None else (CgroupFiles.of(cgroups, proc) if cgroups is not None else None)
+        self.sandbox_image = sandbox_image
+        self.interval = interval
+        self._interfaces = interfaces if interfaces is not None else InterfaceReader()
+        self.proc = proc
+        self._previous: dict[str, tuple[float, int]] = {}  # cgroup -> (monotonic time, cpu usage ns)
+        self._status_cache: dict[str, tuple[str, PodSandboxStatus | ContainerStatus]] = {}  # id -> (state word, status)
+        self._boot_time = psutil.boot_time()
+        try:
+            mounts = [(p.device, p.mountpoint) for p in psutil.disk_partitions(all=True)]
+        except OSError:
+            mounts = []
+        self._fs_device = device_of(os.path.realpath(root_dir), mounts)
+        self._own_netns = self._netns_inode(str(proc / "self/ns/net"))
+        self.snapshot: Snapshot | None = None
+        self.passes = 0
+        self._lock = asyncio.Lock()
+
+    async def run(self) -> None:
+        """Housekeeping: a snapshot now, then one per interval, forever."""
+        while True:
+            try:
+                await self.update()
+            except Exception:
+                log.exception("stats housekeeping failed")
+            await self.clock.sleep(self.interval)
+
+    async def _statuses(self) -> tuple[list[PodSandboxStatus], list[ContainerStatus]]:
+        """Sandboxes and containers from one cheap listing; each is inspected only when new or its state word
+        changed (a status is otherwise fixed while the state holds), so a pass costs one list, not N inspects."""
+        summaries = await self.runtime.list_summaries()
+        wanted = {s.id: s for s in summaries}
+        for gone in set(self._status_cache) - set(wanted):
+            del self._status_cache[gone]
+        stale = [s for s in summaries
+                 if s.id not in self._status_cache or self._status_cache[s.id][0] != s.state]
+
+        async def fetch(summary: ObjectSummary) -> None:
+            try:
+                status: PodSandboxStatus | ContainerStatus = (
+                    await self.runtime.pod_sandbox_status(summary.id) if summary.is_sandbox
+                    else await self.runtime.container_status(summary.id))
+            except RuntimeError_:
+                self._status_cache.pop(summary.id, None)  # removed since the listing
+                return
+            self._status_cache[summary.id] = (summary.state, status)
+
+        await asyncio.gather(*(fetch(s) for s in stale))
+        sandboxes = [st for _, st in self._status_cache.values() if isinstance(st, PodSandboxStatus)]
+        containers = [st for _, st in self._status_cache.values() if isinstance(st, ContainerStatus)]
+        return sandboxes, containers
+
+    async def update(self) -> Snapshot:
+        async with self._lock:
+            sandboxes, containers = await self._statuses()
+            images = await self.runtime.list_images()
+            image_bytes = sum(i.size for i in images)
+            snap = await asyncio.to_thread(self._collect, sandboxes, containers, image_bytes)
+            self.snapshot = snap
+            self.passes += 1
+            return snap
+
+    # the blocking part, in a worker thread ------------------------------------------------------------------
+    def _measure(self, literal: str, now: float, mono: float, seen: set[str], errors: list[str]) -> Measured | None:
+        if self.files is None:
+            return None
+        try:
+            sample = self.files.sample(literal)
+        except (OSError, ValueError) as e:
+            errors.append(f"{literal}: {e}")
+            return None
+        if sample is None:
+            return None
+        seen.add(literal)
+        rate = None
+        prev = self._previous.get(literal)
+        if prev is not None:
+            rate = usage_nano_cores(prev[1], prev[0], sample.cpu_usage_ns, mono)
+        self._previous[literal] = (mono, sample.cpu_usage_ns)
+        return Measured(id=literal, time=now, sample=sample, nano_cores=rate)
+
+    def _netns_inode(self, path: str) -> int | None:
+        try:
+            return os.stat(path).st_ino
+        except OSError:
+            return None
+
+    def _network(self, netns: str | None, now: float, errors: list[str]) -> Network | None:
+        try:
+            return Network(now, tuple(self._interfaces(netns)))
+        except Exception as e:
+            errors.append(f"network {netns or 'host'}: {e}")
+            return None
+
+    def _container_leaf(self, container_id: str) -> str:
+        return f"docker-{container_id}.scope" if self.manager is not None and self.manager.naming == "systemd" \
+            else container_id
+
+    def _collect(self, sandboxes: list[PodSandboxStatus], containers: list[ContainerStatus],
+                 image_bytes: int) -> Snapshot:
+        now, mono = self.clock.now(), self.clock.monotonic()
+        seen: set[str] = set()
+        errors: list[str] = []
+        pod_cgroups = self.manager.pod_cgroups() if self.manager is not None else {}
+        running: dict[str, list[ContainerStatus]] = {}
+        for c in containers:
+            if c.state is ContainerState.RUNNING:
+                running.setdefault(c.sandbox_id, []).append(c)
+        pods: list[PodEntry] = []
+        for sb in sorted(sandboxes, key=lambda s: (s.metadata.namespace, s.metadata.name, -s.created_at)):
+            if sb.state is not SandboxState.READY:
+                continue
+            pods.append(self._pod(sb, running.get(sb.id, []), pod_cgroups.get(sb.metadata.uid), now, mono, seen,
+                                  errors))
+        node = self._node(image_bytes, now, mono, seen, errors)
+        for gone in set(self._previous) - seen:
+            del self._previous[gone]
+        if errors:
+            log.debug("stats pass had errors", extra={"kv": {"errors": errors[:5], "count": len(errors)}})
+        return Snapshot(time=now, node=node, pods=tuple(pods), errors=len(errors))
+
+    def _pod(self, sb: PodSandboxStatus, running: list[ContainerStatus], pod_literal: str | None, now: float, mono: float, seen: set[str], errors: list[str]) -> PodEntry:
+        base = pod_literal.rstrip("/") if pod_literal else None
+        entries: list[ContainerEntry] = []
+        for c in sorted(running, key=lambda c: c.metadata.name):
+            logs = None
+            if c.log_path:
+                usage = dir_usage(os.path.dirname(c.log_path), follow_file_links=True)
+                if usage is not None:
+                    logs = Fs(now, capacity(os.path.realpath(c.log_path)), usage.bytes, usage.inodes)
+            entries.append(ContainerEntry(
+                name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
+                cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors) if base else None,
+                logs=logs,
+            ))
+        network = None
+        if sb.network_namespace and self._netns_inode(sb.network_namespace) != self._own_netns:
+            network = self._network(sb.network_namespace, now, errors)
+        return PodEntry(
+            name=sb.metadata.name, namespace=sb.metadata.namespace, uid=sb.metadata.uid, start_time=sb.created_at,
+            sandbox_id=sb.id, sandbox_image=self.sandbox_image,
+            cgroup=self._measure(base, now, mono, seen, errors) if base else None,
+            sandbox_cgroup=self._measure(f"{base}/{self._container_leaf(sb.id)}", now, mono, seen, errors)
+            if base else None,
+            containers=tuple(entries), network=network, volumes=self._volumes(sb.metadata.uid, now),
+        )
+
+    def _volumes(self, uid: str, now: float) -> tuple[Volume, ...]:
+        """Every volume directory the agent set up for the pod (<rootDir>/pods/<uid>/volumes/<plugin>/<name>)."""
+        if not uid or "/" in uid or uid in (".", ".."):
+            return ()
+        base = Path(self.root_dir, "pods", uid, "volumes")
+        result: list[Volume] = []
+        try:
+            plugins = sorted(p for p in base.iterdir() if p.is_dir())
+        except OSError:
+            return ()
+        for plugin in plugins:
+            try:
+                dirs = sorted(d for d in plugin.iterdir() if d.is_dir())
+            except OSError:
+                continue
+            for d in dirs:
+                usage = dir_usage(str(d))
+                if usage is not None:
+                    result.append(Volume(d.name, Fs(now, capacity(str(d)), usage.bytes, usage.inodes)))
+        return tuple(sorted(result, key=lambda v: v.name))
+
+    def _node(self, image_bytes: int, now: float, mono: float, seen: set[str],
+              errors: list[str]) -> NodeEntry:
+        try:
+            meminfo = parse_meminfo((self.proc / "meminfo").read_text())
+        except OSError:
+            meminfo = {}
+        pods_cgroup = None
+        pods_start = 0.0
+        others: list[Measured] = []
+        if self.manager is not None and self.files is not None:
+            kubepods = self.manager.literal(kubepods_name(self.manager.root))
+            pods_cgroup = self._measure(kubepods, now, mono, seen, errors)
+            pods_start = self.files.created(kubepods)
+            for qos in (BURSTABLE, BEST_EFFORT):
+                m = self._measure(self.manager.literal(qos_cgroup_name(qos, self.manager.root)), now, mono, seen,
+                                  errors)
+                if m is not None:
+                    others.append(m)
+        fs = capacity(self.root_dir)
+        return NodeEntry(
+            name=self.node_name, boot_time=self._boot_time, memory_capacity=meminfo.get("MemTotal", 0),
+            cpu_cores=os.cpu_count() or 1,
+            root=self._measure("/", now, mono, seen, errors),
+            pods_cgroup=pods_cgroup, pods_start_time=pods_start, other_cgroups=tuple(others),
+            network=self._network(None, now, errors),
+            fs=Fs(now, fs, fs.used if fs else None, (fs.inodes - fs.inodes_free) if fs else None),
+            fs_device=self._fs_device,
+            image_fs=Fs(now, fs, image_bytes),
+            rlimit=Rlimit(now, _read_first_int(self.proc / "sys/kernel/pid_max"), _running_tasks(self.proc)),
+            swap_total=meminfo.get("SwapTotal", 0), swap_free=meminfo.get("SwapFree", 0),
+        )

@@ -1,0 +1,98 @@
+"""What one housekeeping pass measured: plain data, rendered by summary.py and the metrics modules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from minikubelet.stats.cgroup_reader import CgroupSample
+from minikubelet.stats.fs import FsCapacity
+from minikubelet.stats.interfaces import InterfaceSample
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A cgroup sample, when (wall clock) it was read, and the CPU rate since the previous sample."""
+
+    id: str  # the cgroup's literal path, cAdvisor's `id`
+    time: float
+    sample: CgroupSample
+    nano_cores: int | None = None
+
+
+@dataclass(frozen=True)
+class Network:
+    time: float
+    interfaces: tuple[InterfaceSample, ...]
+
+
+@dataclass(frozen=True)
+class Fs:
+    time: float
+    capacity: FsCapacity | None
+    used: int | None = None
+    inodes_used: int | None = None
+
+
+@dataclass(frozen=True)
+class Volume:
+    name: str
+    fs: Fs
+
+
+@dataclass(frozen=True)
+class ContainerEntry:
+    name: str
+    id: str
+    image: str
+    start_time: float
+    cgroup: Measured | None
+    logs: Fs | None = None
+
+
+@dataclass(frozen=True)
+class PodEntry:
+    name: str
+    namespace: str
+    uid: str
+    start_time: float
+    sandbox_id: str
+    sandbox_image: str
+    cgroup: Measured | None
+    sandbox_cgroup: Measured | None
+    containers: tuple[ContainerEntry, ...]
+    network: Network | None = None
+    volumes: tuple[Volume, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rlimit:
+    time: float
+    max_pid: int | None
+    cur_proc: int | None
+
+
+@dataclass(frozen=True)
+class NodeEntry:
+    name: str
+    boot_time: float
+    memory_capacity: int
+    cpu_cores: int
+    root: Measured | None
+    pods_cgroup: Measured | None  # the "pods" system container (kubepods)
+    pods_start_time: float
+    other_cgroups: tuple[Measured, ...] = ()  # the QoS cgroups, for /metrics/cadvisor
+    network: Network | None = None
+    fs: Fs | None = None
+    fs_device: str = ""  # the device holding the root dir (cAdvisor's `device` label)
+    image_fs: Fs | None = None
+    rlimit: Rlimit | None = None
+    swap_total: int = 0
+    swap_free: int = 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    time: float
+    node: NodeEntry
+    pods: tuple[PodEntry, ...] = field(default=())
+    errors: int = 0  # reads that failed during the pass (resource_scrape_error, container_scrape_error)

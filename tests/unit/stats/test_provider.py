@@ -1,0 +1,218 @@
+"""The provider over the in-memory runtime, a cgroup v1 file tree, a fake /proc and fake interface counters:
+what a pass collects, the CPU rate from two passes on the injectable clock, the housekeeping loop."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from cgroups.manager import CgroupManager
+from cgroups.v1 import CgroupV1Driver
+from cri.fake import FakeRuntime
+from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
+from minikubelet.base.clock import FakeClock
+from minikubelet.stats.interfaces import InterfaceSample
+from minikubelet.stats.provider import CgroupFiles, StatsProvider, device_of
+
+IMAGE = "busybox:1.36"
+UID = "u1"
+POD_CG = f"/mkl/kubepods/besteffort/pod{UID}"
+
+
+class Tree:
+    """cgroup v1 hierarchies (cpu, cpuacct, memory, pids) as plain directories."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.mounts = {c: base / c for c in ("cpu", "cpuacct", "memory", "pids")}
+
+    def put(self, literal: str, cpu_ns: int, usage: int, inactive: int = 0, pids: int = 1) -> None:
+        parts = [p for p in literal.split("/") if p]
+        for c, mount in self.mounts.items():
+            d = mount.joinpath(*parts)
+            d.mkdir(parents=True, exist_ok=True)
+            if c == "cpuacct":
+                (d / "cpuacct.usage").write_text(f"{cpu_ns}\n")
+                (d / "cpuacct.stat").write_text("user 1\nsystem 1\n")
+            elif c == "memory":
+                (d / "memory.usage_in_bytes").write_text(f"{usage}\n")
+                (d / "memory.stat").write_text(f"total_inactive_file {inactive}\ntotal_rss {usage // 2}\n")
+            elif c == "pids":
+                (d / "pids.current").write_text(f"{pids}\n")
+
+
+@pytest.fixture
+def proc(tmp_path: Path) -> Path:
+    p = tmp_path / "proc"
+    (p / "sys/kernel").mkdir(parents=True)
+    (p / "self/ns").mkdir(parents=True)
+    (p / "self/ns/net").write_text("")
+    (p / "sys/kernel/pid_max").write_text("32768\n")
+    (p / "loadavg").write_text("0.10 0.20 0.30 2/472 12345\n")
+    (p / "meminfo").write_text("MemTotal: 4096 kB\nMemFree: 1024 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    return p
+
+
+class Interfaces:
+    def __init__(self) -> None:
+        self.rx = 100
+        self.calls: list[str | None] = []
+
+    def __call__(self, netns: str | None) -> list[InterfaceSample]:
+        self.calls.append(netns)
+        return [InterfaceSample("eth0", self.rx, 1, 0, 0, 50, 1, 0, 0)]
+
+
+async def make(tmp_path: Path, proc: Path, clock: FakeClock) -> tuple[StatsProvider, FakeRuntime, Tree, str, str,
+                                                                      Interfaces]:
+    tree = Tree(tmp_path / "cgroup")
+    tree.put("/", 9_000_000_000, 3 * 2**20)
+    tree.put("/mkl/kubepods", 3_000_000_000, 2 * 2**20)
+    tree.put("/mkl/kubepods/burstable", 0, 0)
+    tree.put("/mkl/kubepods/besteffort", 3_000_000_000, 2 * 2**20)
+    driver = CgroupV1Driver(tmp_path / "cgroup", "/mkl", hierarchies=tree.mounts, unified=None)
+    manager = CgroupManager(driver, "cgroupfs", {"cpu": "2", "memory": "4Gi"}, {}, {}, ["pods"], "/mkl")
+    rt = FakeRuntime(clock, images=[IMAGE])
+    logs = tmp_path / "logs"
+    (logs / "app").mkdir(parents=True)
+    pod = PodSandboxConfig(PodMeta("web", "default", UID), log_directory=str(logs))
+    sandbox = await rt.run_pod_sandbox(pod)
+    cid = await rt.create_container(sandbox, ContainerConfig(ContainerMeta("app"), IMAGE, log_path="app/0.log"), pod)
+    await rt.start_container(cid)
+    (logs / "app/0.log").write_bytes(b"x" * 10000)
+    tree.put(POD_CG, 2_000_000_000, 2 * 2**20, pids=2)
+    tree.put(f"{POD_CG}/{sandbox}", 1_000, 4096)
+    tree.put(f"{POD_CG}/{cid}", 1_000_000_000, 2**20 + 8192, inactive=8192)
+    root = tmp_path / "root"
+    (root / f"pods/{UID}/volumes/kubernetes.io~empty-dir/scratch").mkdir(parents=True)
+    (root / f"pods/{UID}/volumes/kubernetes.io~empty-dir/scratch/data").write_bytes(b"y" * 20000)
+    interfaces = Interfaces()
+    provider = StatsProvider(rt, clock, "node-a", str(root), manager, sandbox_image="registry.k8s.io/pause:3.10",
+                             interfaces=interfaces, proc=proc)
+    return provider, rt, tree, sandbox, cid, interfaces
+
+
+async def test_a_pass_collects_node_pods_and_containers(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, _, _, sandbox, cid, interfaces = await make(tmp_path, proc, clock)
+    snap = await provider.update()
+    assert provider.snapshot is snap and snap.time == clock.now()
+    node = snap.node
+    assert node.name == "node-a" and node.memory_capacity == 4096 * 1024
+    assert node.root is not None and node.root.id == "/" and node.root.sample.cpu_usage_ns == 9_000_000_000
+    assert node.pods_cgroup is not None and node.pods_cgroup.id == "/mkl/kubepods"
+    assert [m.id for m in node.other_cgroups] == ["/mkl/kubepods/burstable", "/mkl/kubepods/besteffort"]
+    assert node.rlimit is not None and (node.rlimit.max_pid, node.rlimit.cur_proc) == (32768, 472)
+    assert node.image_fs is not None and node.image_fs.used == 2 * 1024  # the fake's pause and busybox images
+    (pod,) = snap.pods
+    assert (pod.name, pod.namespace, pod.uid, pod.sandbox_id) == ("web", "default", UID, sandbox)
+    assert pod.cgroup is not None and pod.cgroup.id == POD_CG and pod.cgroup.sample.pids == 2
+    assert pod.sandbox_cgroup is not None and pod.sandbox_cgroup.id == f"{POD_CG}/{sandbox}"
+    (c,) = pod.containers
+    assert (c.name, c.id, c.image) == ("app", cid, IMAGE)
+    assert c.cgroup is not None and c.cgroup.sample.memory_working_set == 2**20
+    assert c.cgroup.nano_cores is None  # one sample: no rate yet
+    assert c.logs is not None and c.logs.used is not None and c.logs.used >= 10000
+    (vol,) = pod.volumes
+    assert vol.name == "scratch" and vol.fs.used is not None and vol.fs.used >= 20000
+    assert pod.network is not None and pod.network.interfaces[0].rx_bytes == 100
+    netns = (await provider.runtime.pod_sandbox_status(sandbox)).network_namespace
+    assert netns and interfaces.calls == [netns, None]
+    assert snap.errors == 0
+
+
+async def test_cpu_rate_from_the_last_two_samples(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, _, tree, _, cid, _ = await make(tmp_path, proc, clock)
+    await provider.update()
+    clock.advance(10)
+    tree.put(f"{POD_CG}/{cid}", 1_000_000_000 + 2_000_000_000, 2**20)  # 2 s of CPU in 10 s
+    tree.put(POD_CG, 2_000_000_000 + 5_000_000_000, 2**20)
+    snap = await provider.update()
+    c = snap.pods[0].containers[0]
+    assert c.cgroup is not None and c.cgroup.nano_cores == 200_000_000
+    assert snap.pods[0].cgroup is not None and snap.pods[0].cgroup.nano_cores == 500_000_000
+    assert snap.node.root is not None and snap.node.root.nano_cores == 0
+
+
+async def test_a_pass_inspects_only_what_changed(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, rt, _, _, cid, _ = await make(tmp_path, proc, clock)
+    await provider.update()
+    first = [c.op for c in rt.calls]
+    assert first.count("container_status") == 1 and first.count("pod_sandbox_status") == 1
+    rt.calls.clear()
+    await provider.update()
+    assert [c.op for c in rt.calls] == ["list_summaries", "list_images"]
+    rt.exit_container(cid, 0)
+    rt.calls.clear()
+    await provider.update()
+    assert [c.op for c in rt.calls].count("container_status") == 1
+
+
+async def test_stopped_sandboxes_and_exited_containers_leave_the_snapshot(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, rt, _, sandbox, cid, _ = await make(tmp_path, proc, clock)
+    await provider.update()
+    rt.exit_container(cid, 0)
+    snap = await provider.update()
+    assert snap.pods[0].containers == ()
+    assert not any(k.endswith(cid) for k in provider._previous)  # its last sample is forgotten
+    await rt.stop_pod_sandbox(sandbox)
+    assert (await provider.update()).pods == ()
+
+
+async def test_unreadable_parts_count_as_errors_not_failures(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, *_ = await make(tmp_path, proc, clock)
+
+    def broken(netns: str | None) -> list[InterfaceSample]:
+        raise OSError("netlink: permission denied")
+
+    provider._interfaces = broken
+    snap = await provider.update()
+    assert snap.errors == 2  # the pod's namespace and the node's
+    assert snap.pods[0].network is None and snap.node.network is None
+    assert snap.pods[0].containers[0].cgroup is not None
+
+
+async def test_housekeeping_samples_on_the_interval(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, *_ = await make(tmp_path, proc, clock)
+    task = asyncio.create_task(provider.run())
+    try:
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if provider.passes == 1:
+                break
+        assert provider.passes == 1
+        clock.advance(9.9)
+        await asyncio.sleep(0.05)
+        assert provider.passes == 1
+        clock.advance(0.1)
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if provider.passes == 2:
+                break
+        assert provider.passes == 2
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+def test_device_of_the_deepest_mount() -> None:
+    mounts = [("/dev/vda", "/"), ("tmpfs", "/run"), ("/dev/vdb", "/var/lib/kubelet"), ("/dev/vdc", "/var/lib/kube")]
+    assert device_of("/var/lib/kubelet/pods", mounts) == "/dev/vdb"
+    assert device_of("/var/lib/kubelet", mounts) == "/dev/vdb"
+    assert device_of("/var/lib/kubelets", mounts) == "/dev/vda"
+    assert device_of("/x", []) == ""
+
+
+def test_cgroup_files_refuse_traversal(tmp_path: Path) -> None:
+    files = CgroupFiles(v1={"cpuacct": tmp_path, "memory": tmp_path})
+    with pytest.raises(ValueError):
+        files.sample("/kubepods/../../etc")
+    with pytest.raises(ValueError):
+        CgroupFiles()
