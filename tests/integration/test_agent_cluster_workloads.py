@@ -265,7 +265,7 @@ async def test_init_containers_sidecar_and_crash_backoff_show_as_a_real_kubelet_
     real = real_kubelet_status("pod-real-kubelet-crashloopbackoff.json")
     ours, theirs = shape(status), shape(real)
     for part in theirs:
-        assert ours[part] == theirs[part], part
+        assert ours[part] == theirs[part], f"{part}: ours {ours[part]} != real {theirs[part]}"
     assert status["observedGeneration"] == pod["metadata"]["generation"] == 1
     assert all(c["observedGeneration"] == 1 for c in status["conditions"])
     assert [(c["type"], c["status"], c.get("reason")) for c in status["conditions"]] == [
