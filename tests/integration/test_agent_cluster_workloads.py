@@ -140,6 +140,7 @@ async def wait_pods(agent: JoinedAgent, what: str, list_pods: Callable[[], Await
 async def test_deployment_scales_up_and_down_on_the_node(api: ApiServer, joined: JoinedAgent,
                                                          docker: aiodocker.Docker) -> None:
     admin = api.admin()
+    created = time.monotonic()
     await admin.create(deployment("web", 3))
 
     def web() -> Awaitable[list[Json]]:
@@ -147,6 +148,7 @@ async def test_deployment_scales_up_and_down_on_the_node(api: ApiServer, joined:
 
     pods = await wait_pods(joined, "3 web pods Running and Ready", web,
                            lambda ps: len(ps) == 3 and all(running_ready(p) for p in ps))
+    print(f"measured: Deployment of 3 created -> 3 pods Running and Ready in the API: {time.monotonic() - created:.1f}s")
     for pod in pods:
         assert pod["spec"]["nodeName"] == joined.node and "pod-template-hash" in pod["metadata"]["labels"]
         assert pod["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
@@ -345,6 +347,7 @@ async def test_delete_evict_410_and_api_restart(api: ApiServer, joined: JoinedAg
     await joined.wait_for("stubborn deleted", lambda: _gone(admin, "stubborn"), timeout=30)
     took = time.monotonic() - started
     assert 3.5 <= took <= 9, f"graceful delete with grace 4 s took {took:.1f}s"
+    print(f"measured: DELETE grace 4 of a SIGTERM-ignoring pod -> gone from the API: {took:.1f}s")
     await joined.wait_for("stubborn's container removed", lambda: container_gone(docker, stubborn), timeout=15)
 
     # the Eviction API, as kubectl drain uses it
