@@ -195,6 +195,31 @@ async def test_jobs_succeed_and_fail_with_their_exit_codes(api: ApiServer, joine
     assert ko["status"]["containerStatuses"][0]["ready"] is False
 
 
+async def test_sidecar_job_completes_and_its_sidecar_is_stopped(api: ApiServer, joined: JoinedAgent) -> None:
+    """A Job whose pod has a restartable init container: done when the main container is, the sidecar then
+    stopped by the kubelet, the pod Succeeded whatever the sidecar's exit (KEP-753)."""
+    admin = api.admin()
+    spec = pod_spec(container("main", "sleep 1; exit 0"), restartPolicy="Never", initContainers=[
+        container("proxy", "trap 'exit 0' TERM; while true; do sleep 1; done", restartPolicy="Always")])
+    await admin.create({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "withsidecar", "namespace": NS},
+                        "spec": {"backoffLimit": 0, "template": {"spec": spec}}})
+
+    async def complete() -> Json | None:
+        found = await admin.get("jobs", "withsidecar", NS, "batch/v1")
+        return found if condition(found, "Complete") else None
+
+    await joined.wait_for("the sidecar job Complete", complete, timeout=60)
+    (pod,) = await labelled(admin, "job-name=withsidecar")
+    status = pod["status"]
+    assert status["phase"] == "Succeeded"
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0
+    proxy = status["initContainerStatuses"][0]
+    assert "terminated" in proxy["state"] and proxy["ready"] is False and proxy["started"] is False
+    assert [(c["type"], c["status"], c.get("reason")) for c in status["conditions"]
+            if c["type"] in ("Initialized", "Ready")] == [("Initialized", "True", "PodCompleted"),
+                                                        ("Ready", "False", "PodCompleted")]
+
+
 async def test_daemonset_pod_is_bound_by_the_scheduler_and_runs(api: ApiServer, joined: JoinedAgent) -> None:
     admin = api.admin()
     await admin.create({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": NS},
