@@ -321,6 +321,14 @@ async def test_init_containers_sidecar_and_crash_backoff_show_as_a_real_kubelet_
     assert status["podIPs"] == [{"ip": status["podIP"]}] and status["qosClass"] == "Burstable"
     assert status["startTime"] <= init["state"]["terminated"]["startedAt"]
 
+    async def backoff_event() -> Json | None:
+        return next((e for e in (await admin.list("events", NS))["items"]
+                     if e["involvedObject"]["name"] == "rich" and e["reason"] == "BackOff"), None)
+
+    event = await joined.wait_for("the BackOff event", backoff_event, timeout=15)
+    assert event["type"] == "Warning" and event["involvedObject"]["fieldPath"] == "spec.containers{main}"
+    assert event["message"] == f"Back-off restarting failed container main in pod rich_default({uid})"
+
 
 async def test_readiness_gate_holds_ready_until_its_condition_is_set(api: ApiServer, joined: JoinedAgent) -> None:
     admin = api.admin()
