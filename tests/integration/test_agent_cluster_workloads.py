@@ -11,6 +11,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,9 @@ def deployment(name: str, replicas: int) -> Json:
                                   "spec": pod_spec(container("main", "exec sleep 100000"))}}}
 
 
-def job(name: str, exit_code: int) -> Json:
+def job(name: str, exit_code: int, backoff_limit: int = 0) -> Json:
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NS},
-            "spec": {"backoffLimit": 0, "template": {"spec": pod_spec(
+            "spec": {"backoffLimit": backoff_limit, "template": {"spec": pod_spec(
                 container("main", f"echo bye; exit {exit_code}"), restartPolicy="Never")}}}
 
 
@@ -168,12 +169,19 @@ async def test_deployment_scales_up_and_down_on_the_node(api: ApiServer, joined:
     assert len(finals) == 4
     dep = await admin.get("deployments", "web", NS, "apps/v1")
     assert dep["status"]["observedGeneration"] == 3
+    # kubectl drain: the evicted pod goes, the ReplicaSet's replacement runs
+    await admin.evict(kept["metadata"]["name"], NS)
+    (fresh,) = await wait_pods(joined, "the replacement Running", web,
+                               lambda ps: len(ps) == 1 and ps[0]["metadata"]["name"] != kept["metadata"]["name"]
+                               and running_ready(ps[0]), timeout=60)
+    assert fresh["metadata"]["ownerReferences"] == kept["metadata"]["ownerReferences"]
 
 
 async def test_jobs_succeed_and_fail_with_their_exit_codes(api: ApiServer, joined: JoinedAgent) -> None:
     admin = api.admin()
     await admin.create(job("good", 0))
     await admin.create(job("bad", 3))
+    await admin.create(job("retried", 4, backoff_limit=1))
 
     async def finished(name: str) -> Json | None:
         found = await admin.get("jobs", name, NS, "batch/v1")
@@ -193,6 +201,14 @@ async def test_jobs_succeed_and_fail_with_their_exit_codes(api: ApiServer, joine
     # a terminal pod: not ready, and the job controller has released it
     assert condition(ko, "Ready")["status"] == "False" and "finalizers" not in ko["metadata"]
     assert ko["status"]["containerStatuses"][0]["ready"] is False
+    # backoffLimit 1: a second pod after the 10 s back-off, then Failed
+    retried = await joined.wait_for("job retried finished", lambda: finished("retried"), timeout=60)
+    assert condition(retried, "Failed")["reason"] == "BackoffLimitExceeded" and retried["status"]["failed"] == 2
+    first, second = sorted(await labelled(admin, "job-name=retried"), key=lambda p: p["metadata"]["creationTimestamp"])
+    assert [p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] for p in (first, second)] == [4, 4]
+    finished_at = first["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]
+    gap = _seconds(second["metadata"]["creationTimestamp"]) - _seconds(finished_at)
+    assert gap >= 9, f"the second pod came {gap}s after the first failed"
 
 
 async def test_sidecar_job_completes_and_its_sidecar_is_stopped(api: ApiServer, joined: JoinedAgent) -> None:
@@ -420,6 +436,10 @@ async def test_delete_evict_410_and_api_restart(api: ApiServer, joined: JoinedAg
         assert cid(main) == container_id and main["restartCount"] == 0 and running_ready(pod)
         assert (await (await docker.containers.get(container_id)).show())["State"]["Running"]
     assert len(await labelled(admin, "app=keep")) == 2
+
+
+def _seconds(rfc3339: str) -> float:
+    return datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
 def _removed(d: aiodocker.Docker, container_id: str) -> Callable[[], Awaitable[bool]]:
