@@ -61,3 +61,31 @@ def to_millicores(value: object) -> int:
 def to_bytes(value: object) -> int:
     """Memory quantity -> bytes, rounded up like resource.Quantity.Value."""
     return math.ceil(parse_quantity(value))
+
+
+_DECIMAL_UP = (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3), ("", 0), ("m", -3), ("u", -6), ("n", -9))
+_BINARY_UP = ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
+
+
+def format_quantity(value: Fraction, binary: bool = False) -> str:
+    """A quantity's canonical string, as resource.Quantity.String prints it: binary (`64Mi`) for a whole
+    number of bytes of at least 1024 in BinarySI, otherwise the largest decimal suffix that keeps an
+    integer mantissa (`100m`, `2`, `1k`); below a nano it is rounded up to one, as Quantity does."""
+    if value == 0:
+        return "0"
+    if binary and value.denominator == 1 and abs(value) >= 1024:
+        for suffix in _BINARY_UP:
+            unit = _BINARY[suffix]
+            if value % unit == 0:
+                return f"{value // unit}{suffix}"
+        return str(value.numerator)
+    for suffix, exponent in _DECIMAL_UP:
+        scaled = value / Fraction(10) ** exponent
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{suffix}"
+    return f"{math.ceil(value * 10**9)}n"
+
+
+def is_binary(text: object) -> bool:
+    """Whether a quantity was written with a binary suffix (Ki … Ei): its sums keep that format."""
+    return isinstance(text, str) and text.endswith(tuple(_BINARY))

@@ -54,7 +54,7 @@ HASH_ANNOTATION = "kubernetes.io/config.hash"
 
 def _without_nulls(value: Any) -> Any:
     """Go prints unset pointers as null and unset structs as {} (`lastState`, `resources`); both equal an
-    absent key. Both sides of the diff go through this, so such a field never makes a PATCH on its own."""
+    absent key. Both sides of the comparison go through this, so such a field never makes a PATCH on its own."""
     if isinstance(value, dict):
         out = {k: _without_nulls(v) for k, v in value.items() if v is not None}
         return {k: v for k, v in out.items() if v != {}}
@@ -175,10 +175,11 @@ class PodStatusSync:
             log.info("pod was deleted and then recreated, skipping status update",
                      extra={"kv": {"pod": podview.format_pod(pod), "oldPodUID": uid, "podUID": api_uid}})
             return
-        old = _without_nulls(api_pod.get("status") or {})
-        merged = _without_nulls(merge_pod_status(old, entry.status, not self.terminated(uid)))
+        old = api_pod.get("status") or {}
+        merged = merge_pod_status(old, entry.status, not self.terminated(uid))
+        # decided on the stripped forms, sent as the kubelet writes it (`resources: {}` included)
         patch = pod_status_patch(api_uid, old, merged)
-        if set(patch) != {"metadata"}:
+        if _without_nulls(old) != _without_nulls(merged) and set(patch) != {"metadata"}:
             try:
                 api_pod = await self.client.patch(path + "/status", patch)
             except ApiError as e:

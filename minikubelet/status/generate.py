@@ -15,6 +15,7 @@ from cri.types import ContainerState, ContainerStatus
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import ContainerKind, ContainerView, PodView, VolumeMount
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
+from minikubelet.status.pod_resources import pod_resources_status
 from probes.result import ProbeResults, Result
 
 OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
@@ -546,6 +547,7 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
     status["containerStatuses"] = [s.render() for s in apps]
     if inp.qos_class:
         status["qosClass"] = inp.qos_class
+    status.update(pod_resources_status(pod))
     return status
 
 

@@ -93,6 +93,10 @@ class PodSyncer:
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
+        if reported is None:
+            # upstream SyncPod sets the status before it touches the runtime: the first status, and the
+            # startTime in it, come before the sandbox and the containers
+            await self.publish(view, state, st, terminal=False)
         await self.containers.refresh_volumes(view)
         actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:

@@ -26,6 +26,7 @@ from tests.apiserver.registry import Registry, Violation
 from tests.apiserver.server import Faults, Handler
 from tests.apiserver.store import Store
 from tests.apiserver.watch import WatchStreams
+from tests.apiserver.workloads import Workloads
 
 
 def _free_port(host: str) -> int:
@@ -36,7 +37,8 @@ def _free_port(host: str) -> int:
 
 class ApiServer:
     def __init__(self, workdir: Path, *, host: str = "127.0.0.1", port: int = 0, history: int = 1000,
-                 max_watch_seconds: float = 60.0, approve_serving_csrs: bool = True) -> None:
+                 max_watch_seconds: float = 60.0, approve_serving_csrs: bool = True,
+                 workloads: bool = False) -> None:
         self.workdir = workdir
         self.host = host
         self.port = port or _free_port(host)
@@ -50,6 +52,8 @@ class ApiServer:
         self.watches = WatchStreams()
         self.handler = Handler(self)
         self.csr_controller = CsrController(self.store, self.ca, approve_serving=approve_serving_csrs)
+        # the scheduler and the workload controllers; off by default so tests can bind pods themselves
+        self.workloads = Workloads(self.store, self.registry) if workloads else None
         serving = self.ca.issue("kube-apiserver", server=True, dns=("localhost", "kubernetes", "kubernetes.default"),
                                 ips=(host, "127.0.0.1"))
         self._ssl = pki.server_ssl_context(self.ca, serving, workdir / "pki")
@@ -80,12 +84,16 @@ class ApiServer:
         await site.start()
         self._runner = runner
         self.csr_controller.start()
+        if self.workloads is not None:
+            self.workloads.start()
 
     async def stop(self) -> None:
         """Stop serving: open connections (watches too) are cut; storage stays."""
         if self._runner is None:
             return
         await self.csr_controller.stop()
+        if self.workloads is not None:
+            await self.workloads.stop()
         self.watches.drop()
         runner, self._runner = self._runner, None
         await runner.cleanup()

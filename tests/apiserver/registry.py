@@ -10,14 +10,16 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.apiserver import admission, errors, openapi, pods, services
+from tests.apiserver import admission, errors, openapi, pods, services, workloads
 from tests.apiserver.auth import User
 from tests.apiserver.patch import PatchError, json_merge, strategic_merge
 from tests.apiserver.resources import ZERO, Resource, resource
 from tests.apiserver.store import Store, TooOld, now_rfc3339
 
 Json = dict[str, Any]
-_STATUS_RESET_ON_MAIN = {"pods", "nodes", "services", "namespaces", "certificatesigningrequests"}
+_STATUS_RESET_ON_MAIN = {"pods", "nodes", "services", "namespaces", "certificatesigningrequests",
+                         *workloads.PLURALS}
+_GENERATION_ON_SPEC = {"pods", *workloads.PLURALS}
 # Their strategies' AllowUnconditionalUpdate() is false: a PUT must carry a resourceVersion.
 _NO_UNCONDITIONAL_UPDATE = {"leases", "certificatesigningrequests"}
 _SYSTEM_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
@@ -193,6 +195,8 @@ class Registry:
             if user.extra:
                 spec["extra"] = user.extra
             obj["status"] = {}
+        elif res.plural in workloads.PLURALS:
+            workloads.prepare_create(res.plural, obj)
         return obj
 
     # update and patch ----------------------------------------------------------------------------
@@ -270,11 +274,19 @@ class Registry:
         elif res.plural in _STATUS_RESET_ON_MAIN:
             if "status" in old:
                 new["status"] = old["status"]
-            if res.plural == "pods" and new.get("spec") != old.get("spec"):
+            if res.plural in _GENERATION_ON_SPEC and new.get("spec") != old.get("spec"):
                 md["generation"] = int(old["metadata"].get("generation", 1)) + 1
         if new == old:  # a no-op write keeps the resourceVersion and sends no event
             return old
-        return self.store.update(res.plural, new)
+        return self.release_finalizers(res.plural, new)
+
+    def release_finalizers(self, plural: str, obj: Json) -> Json:
+        """Store `obj`; one being deleted whose grace is over and whose last finalizer is gone goes for good."""
+        md = obj["metadata"]
+        if md.get("deletionTimestamp") and not md.get("finalizers") and md.get("deletionGracePeriodSeconds") == 0:
+            self.store.update(plural, obj)
+            return self.store.delete(plural, md.get("namespace", ""), md["name"])
+        return self.store.update(plural, obj)
 
     def _admit_update(self, user: User, res: Resource, old: Json, new: Json, sub: str) -> None:
         node = user.node_name()

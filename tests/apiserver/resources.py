@@ -43,6 +43,11 @@ _ALL = [
     Resource("", "v1", "namespaces", "Namespace", False, frozenset({"status"})),
     Resource("", "v1", "serviceaccounts", "ServiceAccount", True, frozenset({"token"})),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
+    # workloads: only their controllers (tests/apiserver/workloads.py) act on them
+    Resource("apps", "v1", "deployments", "Deployment", True, frozenset({"status"})),
+    Resource("apps", "v1", "replicasets", "ReplicaSet", True, frozenset({"status"})),
+    Resource("apps", "v1", "daemonsets", "DaemonSet", True, frozenset({"status"})),
+    Resource("batch", "v1", "jobs", "Job", True, frozenset({"status"})),
     Resource(
         "certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest", False,
         frozenset({"status", "approval"}),

@@ -104,7 +104,7 @@ class Store:
     # writes --------------------------------------------------------------------------------------
     def create(self, resource: str, obj: Json) -> Json:
         md = obj.setdefault("metadata", {})
-        md["uid"] = str(uuid.uuid4())
+        md["uid"] = md.get("uid") or str(uuid.uuid4())
         md["creationTimestamp"] = now_rfc3339()
         return self._write(resource, obj, "ADDED", None)
 

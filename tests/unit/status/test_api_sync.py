@@ -211,3 +211,26 @@ async def test_a_held_back_terminal_phase_is_written_once_the_worker_is_done(
     finally:
         task.cancel()
         await client.close()
+
+
+async def test_empty_structs_are_sent_as_the_kubelet_writes_them_but_never_cause_a_patch(
+        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    """kubelet-07 carries `resources: {}`; a sidecar without resources has `resources: {}` in its container
+    status (pod-real-kubelet-crashloopbackoff.json). They are written, yet a status differing only by them
+    is not written again."""
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, set())
+    uid = pod["metadata"]["uid"]
+    try:
+        status = {**_status("Pending"), "resources": {}}
+        status["containerStatuses"] = [{**status["containerStatuses"][0], "lastState": {}, "resources": {}}]
+        statuses.set_pod_status(pod, status)
+        await sync.sync_pod(uid)
+        body = _writes(client)[0][2]
+        assert body["status"]["resources"] == {} and body["status"]["containerStatuses"][0]["resources"] == {}
+        stored = (await api_server.admin().get("pods", "p", "default"))["status"]
+        assert stored["containerStatuses"][0]["resources"] == {}
+        statuses.set_pod_status(pod, {k: v for k, v in status.items() if k != "resources"})
+        await sync.sync_pod(uid)
+        assert len(_writes(client)) == 1
+    finally:
+        await client.close()

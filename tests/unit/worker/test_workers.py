@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from cri.errors import RuntimeError_
 from cri.fake import Program
 from cri.types import ExecResult
+from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import PodView
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, terminal_status_fn
 from minikubelet.worker.planner import KillContainer
@@ -269,3 +271,19 @@ async def test_D15_a_new_sandbox_runs_every_init_container_again(node: FakeNode)
     assert node.phase() == "Running"
     names = sorted(s.metadata.name for s in node.runtime.statuses())
     assert names == ["app", "app", "i1", "i2"]  # the old sandbox's init instances were purged
+
+
+async def test_the_first_status_is_set_before_the_runtime_is_touched(node: FakeNode) -> None:
+    """Upstream SyncPod sets the pod status before it creates the sandbox: the API sees Pending with
+    ContainerCreating first, and startTime is when the kubelet took the pod, not after its containers ran."""
+    seen: list[dict[str, Any]] = []
+    node.statuses.add_listener(lambda _pod, status: seen.append(status or {}))
+    started_at = node.clock.now()
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    assert node.phase() == "Running"
+    first = seen[0]
+    assert first["phase"] == "Pending"
+    assert first["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert "podIP" not in first
+    assert seen[-1]["startTime"] == first["startTime"] == rfc3339(started_at)
