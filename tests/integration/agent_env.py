@@ -215,15 +215,28 @@ async def docker() -> AsyncIterator[aiodocker.Docker]:
         await d.close()
 
 
-async def _remove_pod_containers(d: aiodocker.Docker, node: str) -> None:
-    """Remove what this agent's pods left (pod names end in -<node>); other tests' containers stay."""
+async def _remove_pod_containers(d: aiodocker.Docker, node: str, root: Path | None = None) -> None:
+    """Remove what this agent's pods left: static pods (names end in -<node>) and any pod that has a directory
+    under the agent's root dir (API pods have names of their own); other tests' containers stay."""
+    uids = {p.name for p in (root / "pods").iterdir()} if root is not None and (root / "pods").is_dir() else set()
     for c in await d.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.uid"]})):
-        if not c._container.get("Labels", {}).get("io.kubernetes.pod.name", "").endswith(f"-{node}"):
+        labels = c._container.get("Labels", {})
+        if not labels.get("io.kubernetes.pod.name", "").endswith(f"-{node}") and (
+                labels.get("io.kubernetes.pod.uid") not in uids):
             continue
         try:
             await c.delete(force=True)
         except aiodocker.DockerError:
             pass
+
+
+def _unmount_under(root: Path) -> None:
+    """Volumes the agent mounted (tmpfs for Secrets, tokens, emptyDir Memory) and left with its pods."""
+    prefix = str(root.resolve()) + "/"
+    with open("/proc/self/mounts") as fh:
+        points = [line.split()[1].replace("\\040", " ") for line in fh]
+    for point in sorted((m for m in points if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
 
 
 def _remove_cgroups(cgroup_root: str) -> bool:
@@ -261,7 +274,8 @@ async def stop_and_clean(a: AgentProcess, docker: aiodocker.Docker) -> None:
     a.stop()
     if a._log_fh is not None:
         a._log_fh.close()
-    await _remove_pod_containers(docker, a.node)
+    await _remove_pod_containers(docker, a.node, a.root)
+    _unmount_under(a.root)
     # runc removes a deleted container's cgroups asynchronously; retry until the tree is gone
     for _ in range(50):
         if _remove_cgroups(a.cgroup_root):
