@@ -16,6 +16,7 @@ import yaml
 from minikubelet.api.names import label_value_errors, qualified_name_errors
 from minikubelet.api.sysctls import check_allowlist_pattern
 from minikubelet.base.quantity import QuantityError, parse_quantity
+from minikubelet.config.tls_names import CIPHER_SUITES, TLS_VERSIONS
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
@@ -89,6 +90,10 @@ class KubeletConfig:
     tls_private_key_file: str = ""
     authentication: AuthenticationConfig = field(default_factory=lambda: AuthenticationConfig())
     authorization_mode: str = ""  # "": Webhook when joined to a cluster, AlwaysAllow standalone
+    tls_min_version: str = ""  # "": Go's server default, TLS 1.2
+    tls_cipher_suites: tuple[str, ...] = ()  # Go names; (): OpenSSL's defaults
+    server_tls_bootstrap: bool = False
+    streaming_connection_idle_timeout: float = 4 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -513,6 +518,24 @@ def _authentication(value: object) -> AuthenticationConfig:
     )
 
 
+def _tls_min_version(value: object) -> str:
+    name = _string(value)
+    if name and name not in TLS_VERSIONS:
+        raise ValueError(f"unknown tls version {name!r}; one of {', '.join(sorted(TLS_VERSIONS))}")
+    return name
+
+
+def _tls_cipher_suites(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of cipher suite names, got {value!r}")
+    for name in value:
+        if name not in CIPHER_SUITES:
+            raise ValueError(f"Cipher suite {name} not supported or doesn't exist")
+    return tuple(value)
+
+
 def _authorization(value: object) -> str:
     if not isinstance(value, dict):
         raise ValueError(f"must be an object, got {value!r}")
@@ -578,6 +601,13 @@ _FIELDS = (
     _Field("tls_private_key_file", "tlsPrivateKeyFile", "--tls-private-key-file", _optional_absolute_path, "Key of --tls-cert-file."),
     _Field("authentication", "authentication", None, _authentication),
     _Field("authorization_mode", "authorization", None, _authorization),
+    _Field("tls_min_version", "tlsMinVersion", "--tls-min-version", _tls_min_version,
+           "Minimum TLS version of the kubelet API: VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13."),
+    _Field("tls_cipher_suites", "tlsCipherSuites", "--tls-cipher-suites", _tls_cipher_suites,
+           "Comma-separated cipher suites (Go names) of the kubelet API for TLS 1.2 and below."),
+    _Field("server_tls_bootstrap", "serverTLSBootstrap", None, _bool),
+    _Field("streaming_connection_idle_timeout", "streamingConnectionIdleTimeout", "--streaming-connection-idle-timeout",
+           _positive_duration, "Idle time after which exec/attach/port-forward connections are closed (e.g. 4h)."),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}

@@ -37,6 +37,10 @@ class KubeletServer:
         self._runners: list[web.AppRunner] = []
         self.sites: list[BoundedSite] = []
 
+    @property
+    def health(self) -> HealthCheck:
+        return self._health
+
     def app(self) -> web.Application:
         app = bounded_app(self.limits)
         app.router.add_get("/healthz", self.healthz)

@@ -1,37 +1,55 @@
 """The authenticated kubelet API on `port` (10250): upstream `pkg/kubelet/server/server.go`'s secure server.
 
-Every request is authenticated and authorized first (see `auth.py`); then /healthz, /pods, /metrics as on the
-read-only port, /containerLogs and /exec. Paths with `.`/`..` segments are refused (404) before anything else:
-Go's mux would redirect them to the cleaned path, and nothing here serves files, but a route must never see them.
+Every request is authenticated and authorized first (see `auth.py`); then /healthz (+ /healthz/ping, log,
+syncloop), /pods, /runningpods/, /configz, /metrics, /logs/ (the node's /var/log), /containerLogs, /exec and
+/checkpoint (answered as a runtime without checkpoint support answers). No /debug/pprof. Before anything else,
+a path with literal `.`/`..` or empty segments is redirected (307) to its cleaned form, as Go's ServeMux does
+before the kubelet's auth filter runs; encoded ones (`%2e%2e`, `%2f`) are 404.
 """
 
 from __future__ import annotations
 
+import asyncio
+import html
+import json
 import logging
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
 from cri.errors import RuntimeError_
 from cri.runtime import Runtime
 from cri.streaming import ExecSession, StreamingRuntime
-from cri.types import LABEL_CONTAINER_NAME, LABEL_POD_NAME, LABEL_POD_NAMESPACE, ContainerState, ContainerStatus
+from cri.types import (
+    LABEL_CONTAINER_NAME,
+    LABEL_POD_NAME,
+    LABEL_POD_NAMESPACE,
+    LABEL_POD_UID,
+    ContainerState,
+    ContainerStatus,
+    SandboxState,
+)
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
-from minikubelet.server.app import KubeletServer
+from minikubelet.server.app import HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
 from minikubelet.server.exec import ExecOptions, exec_options, serve_spdy_exec, serve_websocket_exec
 from minikubelet.server.logs import LogOptionsError, LogReader, parse_log_options
+from minikubelet.server.node_logs import NodeLogs
 from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
 from minikubelet.server.streaming import channel_codec, negotiation
 from minikubelet.server.streaming.channels import ChannelWebSocket
-from minikubelet.server.streaming.connection import SpdyConnection
+from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
 
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
 MAX_WS_MESSAGE = 1024 * 1024
+CHECKPOINT_UNIMPLEMENTED = "rpc error: code = Unimplemented desc = method CheckpointContainer not implemented"
+Json = dict[str, Any]
 _ANNOTATION_RESTART = "io.kubernetes.container.restartCount"
 
 
@@ -39,9 +57,49 @@ def _text(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=text, content_type="text/plain", charset="utf-8")
 
 
+def _plain(status: int, text: str) -> web.Response:
+    resp = _text(status, text)
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    return resp
+
+
+def clean_path(path: str) -> str:
+    """Go's ServeMux cleanPath: path.Clean rooted at `/`, keeping a trailing slash."""
+    out: list[str] = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(seg)
+    cleaned = "/" + "/".join(out)
+    if path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    return cleaned
+
+
+def _redirect_307(location: str) -> web.Response:
+    resp = web.Response(status=307, text=f'<a href="{html.escape(location)}">Temporary Redirect</a>.\n\n',
+                        content_type="text/html", charset="utf-8")
+    resp.headers["Location"] = location
+    return resp
+
+
+@dataclass(frozen=True)
+class SurfaceOptions:
+    """What the rest of the surface needs from the agent."""
+
+    config: Json = field(default_factory=dict)  # the /configz body
+    health: HealthCheck | None = None  # (name, error) checks; "ping" and "syncloop" are served
+    node_logs: NodeLogs = field(default_factory=NodeLogs)
+
+
 class KubeletAPI:
     def __init__(self, base: KubeletServer, node: str, pods: Callable[[], Iterable[Pod]], runtime: Runtime,
-                 streaming: StreamingRuntime | None, authn: Authenticator, authz: Authorizer) -> None:
+                 streaming: StreamingRuntime | None, authn: Authenticator, authz: Authorizer,
+                 surface: SurfaceOptions | None = None, idle_timeout: float = 4 * 3600.0) -> None:
         self.base = base
         self.node = node
         self._pods = pods
@@ -49,24 +107,38 @@ class KubeletAPI:
         self.streaming = streaming
         self.authn = authn
         self.authz = authz
+        self.surface = surface or SurfaceOptions()
+        self.idle_timeout = idle_timeout
+        self.background: list[asyncio.Task[None]] = []  # e.g. the serving certificate's renewal
+        self.serving_certificates: object | None = None
 
     def app(self) -> web.Application:
         app = bounded_app(self.base.limits)
         app.middlewares.append(self._guard)
-        app.router.add_get("/healthz", self.base.healthz)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/healthz/{check}", self.healthz_check)
         app.router.add_get("/pods", self.base.pods)
         app.router.add_get("/pods/", self.base.pods)
+        app.router.add_get("/runningpods/", self.running_pods)
+        app.router.add_get("/configz", self.configz)
         app.router.add_get("/metrics", self.base.metrics)
+        app.router.add_get("/logs", self.logs_root)
+        app.router.add_get("/logs/{tail:.*}", self.surface.node_logs.serve)
         app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self.container_logs)
+        app.router.add_post("/checkpoint/{ns}/{pod}/{container}", self.checkpoint)
         for method in ("GET", "POST"):
             app.router.add_route(method, "/exec/{ns}/{pod}/{container}", self.exec)
         return app
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        segments = request.raw_path.split("?", 1)[0].split("/")[1:]
-        if any(s.lower() in (".", "..", "%2e", "%2e%2e", ".%2e", "%2e.") or "%2f" in s.lower() for s in segments):
+        raw = request.raw_path.split("?", 1)[0]
+        segments = raw.split("/")[1:]
+        if any(s.lower() in ("%2e", "%2e%2e", ".%2e", "%2e.") or "%2f" in s.lower() for s in segments):
             return _text(404, "404 page not found\n")
+        if (cleaned := clean_path(raw)) != raw:
+            query = request.raw_path[len(raw):]
+            return _redirect_307(cleaned + query)
         der: bytes | None = None
         ssl_obj = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
         if isinstance(ssl_obj, ssl.SSLObject):
@@ -88,6 +160,77 @@ class KubeletAPI:
         if not ok:
             return _text(403, forbidden_message(attrs))
         return await handler(request)
+
+    async def _checks(self) -> list[tuple[str, str | None]]:
+        """Upstream's checkers in its order: ping, log, syncloop."""
+        found = dict(await self.surface.health()) if self.surface.health is not None else {}
+        return [("ping", None), ("log", None), ("syncloop", found.get("syncloop"))]
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        excluded = set(request.query.getall("exclude", []))
+        checks = [(n, e) for n, e in await self._checks() if n not in excluded]
+        failed = any(e for _, e in checks)
+        if not failed and "verbose" not in request.query:
+            return _plain(200, "ok")
+        body = "".join(f"[+]{n} ok\n" if not e else f"[-]{n} failed: reason withheld\n" for n, e in checks)
+        body += "healthz check failed\n" if failed else "healthz check passed\n"
+        return _plain(500 if failed else 200, body)
+
+    async def healthz_check(self, request: web.Request) -> web.Response:
+        checks = dict(await self._checks())
+        name = request.match_info["check"]
+        if name not in checks:
+            return _text(404, "404 page not found\n")
+        if (err := checks[name]) is not None:
+            return _plain(500, f"internal server error: {err}\n")
+        return _plain(200, "ok")
+
+    async def configz(self, _request: web.Request) -> web.Response:
+        resp = web.Response(body=json.dumps(self.surface.config, separators=(",", ":")).encode(),
+                            content_type="application/json")
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        return resp
+
+    async def logs_root(self, _request: web.Request) -> web.Response:
+        return web.Response(status=301, headers={"Location": "/logs/"})
+
+    async def running_pods(self, _request: web.Request) -> web.Response:
+        """Upstream getRunningPods: the runtime's running pods as bare v1 Pods (ToAPIPod)."""
+        pods: dict[str, Json] = {}
+
+        def entry(uid: str, name: str, ns: str) -> Json:
+            return pods.setdefault(uid, {"metadata": {"name": name, "namespace": ns, "uid": uid},
+                                         "spec": {"containers": None}, "status": {}})
+
+        for sb in await self.runtime.list_pod_sandboxes():
+            if sb.state is SandboxState.READY:
+                entry(sb.metadata.uid, sb.metadata.name, sb.metadata.namespace)
+        for c in await self.runtime.list_containers():
+            if c.state is not ContainerState.RUNNING:
+                continue
+            uid = c.labels.get(LABEL_POD_UID, "")
+            pod = entry(uid, c.labels.get(LABEL_POD_NAME, ""), c.labels.get(LABEL_POD_NAMESPACE, ""))
+            containers = pod["spec"]["containers"] or []
+            containers.append({"name": c.metadata.name, "image": c.image, "resources": {}})
+            pod["spec"]["containers"] = containers
+        body = {"kind": "PodList", "apiVersion": "v1", "metadata": {},
+                "items": sorted(pods.values(), key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))}
+        return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json")
+
+    async def checkpoint(self, request: web.Request) -> web.Response:
+        """ContainerCheckpoint is on in 1.36; neither runtime here implements CheckpointContainer, so a request
+        that names an existing container gets the runtime's Unimplemented answer wrapped as upstream does."""
+        ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
+        pod = self._pod(ns, name)
+        if pod is None:
+            return _plain(404, "pod does not exist")
+        if podview.PodView.of(pod).find(container) is None:
+            return _plain(404, f"container {container} does not exist")
+        timeouts = request.query.getall("timeout", [])
+        if timeouts and not timeouts[-1].lstrip("-").isdigit():
+            return _plain(404, "cannot parse value of timeout parameter")
+        return _plain(500, f"checkpointing of {ns}/{name}/{container} failed "
+                           f"({CHECKPOINT_UNIMPLEMENTED})")
 
     def _pod(self, ns: str, name: str) -> Pod | None:
         return next((p for p in self._pods() if podview.namespace(p) == ns and podview.name(p) == name), None)
@@ -189,7 +332,8 @@ class KubeletAPI:
         reader = protocol.hijack()
         transport.write(result.response())
         writer = _TransportWriter(protocol, transport)
-        await serve_spdy_exec(SpdyConnection(reader, writer), result.protocol, opts, start)
+        await serve_spdy_exec(SpdyConnection(reader, writer, ConnectionOptions(idle_timeout=self.idle_timeout)),
+                              result.protocol, opts, start)
         transport.close()
         # aiohttp still finishes "the response": on a closed transport that writes nothing.
         resp = web.Response(status=101)
