@@ -33,7 +33,7 @@ def served_config(cfg: kc.KubeletConfig) -> Json:
         if f.attr == "authentication":
             a = value
             out["authentication"] = {"x509": {"clientCAFile": a.client_ca_file} if a.client_ca_file else {},
-                                     "webhook": {"enabled": a.webhook_enabled, "cacheTTL": "2m0s"},
+                                     "webhook": {"enabled": a.webhook_enabled, "cacheTTL": go_duration(a.webhook_cache_ttl)},
                                      "anonymous": {"enabled": a.anonymous_enabled}}
         elif f.attr == "authorization_mode":
             out["authorization"] = {"mode": value, "webhook": {"cacheAuthorizedTTL": "5m0s",

@@ -103,6 +103,7 @@ class AuthenticationConfig:
     client_ca_file: str = ""
     webhook_enabled: bool = True
     anonymous_enabled: bool = False
+    webhook_cache_ttl: float = 120.0  # webhook.cacheTTL
 
 
 # ---------------------------------------------------------------- value parsers
@@ -515,6 +516,7 @@ def _authentication(value: object) -> AuthenticationConfig:
         client_ca_file=str(_optional_absolute_path(x509.get("clientCAFile", ""))),
         webhook_enabled=_bool(webhook.get("enabled", True)),
         anonymous_enabled=_bool(anonymous.get("enabled", False)),
+        webhook_cache_ttl=_duration(webhook.get("cacheTTL", "2m")),
     )
 
 
@@ -709,7 +711,7 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
 # each one that is not at its default, so a setting never silently does nothing.
 _NOT_IMPLEMENTED: tuple[str, ...] = ()
 # The feature gates the agent reads; every other gate is accepted and has no effect.
-HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators"})
+HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators", "ExtendWebSocketsToKubelet"})
 
 
 def not_implemented_warnings(config: KubeletConfig) -> list[str]:

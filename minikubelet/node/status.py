@@ -25,7 +25,7 @@ KUBELET_PORT = 10250  # upstream's default `port`: where the API server reaches 
 # The one switch for declaring ExtendWebSocketsToKubelet (status.declaredFeatures; the 1.36 kubelet does): an
 # API server then passes kubectl's WebSocket straight through for exec, attach and port-forward instead of
 # translating to SPDY. Only a node whose /exec, /attach and /portForward all serve WebSocket may declare it;
-# /attach is not on main yet, so it stays off (docs/kubelet-api.md).
+# /attach is not on main yet, so it stays off (docs/kubelet-api.md); the feature gate overrides it.
 DECLARE_EXTEND_WEBSOCKETS_TO_KUBELET = False
 EXTEND_WEBSOCKETS_TO_KUBELET = "ExtendWebSocketsToKubelet"
 MAX_IMAGES = 50  # nodeStatusMaxImages
@@ -52,7 +52,7 @@ class NodeStatusInputs:
     disk_pressure: bool = False
     pid_pressure: bool = False
     runtime_errors: tuple[str, ...] = ()  # container runtime down, PLEG unhealthy, ...
-    declared_features: tuple[str, ...] = (EXTEND_WEBSOCKETS_TO_KUBELET,) if DECLARE_EXTEND_WEBSOCKETS_TO_KUBELET else ()
+    declared_features: tuple[str, ...] = ()
 
 
 def binary_si(value: Fraction) -> str:
@@ -128,6 +128,13 @@ def set_images(node: Json, inputs: NodeStatusInputs) -> None:
     node.setdefault("status", {})["images"] = [
         {"names": [*i.repo_digests, *i.repo_tags][:MAX_NAMES_PER_IMAGE], "sizeBytes": i.size} for i in ordered
     ]
+
+
+def declared_features(feature_gates: Mapping[str, bool]) -> tuple[str, ...]:
+    """What the node declares: the ExtendWebSocketsToKubelet gate when set, else the switch above."""
+    if feature_gates.get(EXTEND_WEBSOCKETS_TO_KUBELET, DECLARE_EXTEND_WEBSOCKETS_TO_KUBELET):
+        return (EXTEND_WEBSOCKETS_TO_KUBELET,)
+    return ()
 
 
 def set_declared_features(node: Json, inputs: NodeStatusInputs) -> None:

@@ -66,7 +66,7 @@ async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined
         raise ValueError("authorization: mode Webhook needs an API server (--kubeconfig)")
     authn = Authenticator(anonymous=cfg.authentication.anonymous_enabled,
                           token_review=_poster(client) if client is not None and cfg.authentication.webhook_enabled
-                          else None)
+                          else None, cache_ttl=cfg.authentication.webhook_cache_ttl)
     authz = WebhookAuthorizer(_poster(client)) if mode == "Webhook" and client is not None else AlwaysAllow()
     bootstrap = cfg.server_tls_bootstrap and client is not None and not (cfg.tls_cert_file and cfg.tls_private_key_file)
     ctx = serving_context(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.authentication.client_ca_file,

@@ -28,6 +28,8 @@ VERSION: Json = {
     "compiler": "gc", "platform": "linux/amd64",
 }
 _TRUE = ("1", "true")
+_NODE_PROXY = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)/proxy(?P<rest>/.*)?$")
+_POD_KUBELET = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/(?P<sub>log|exec|attach|portforward)$")
 
 
 @dataclass
@@ -156,6 +158,15 @@ class Handler:
             raise errors.forbidden(res, a.name, message)
 
     async def dispatch(self, request: web.Request, user: User) -> web.StreamResponse:
+        if (m := _NODE_PROXY.match(request.path)) is not None:
+            return await self.api.kubelet_proxy.node_proxy(request, user, m["name"], m["rest"] or "", self.authorize)
+        if (m := _POD_KUBELET.match(request.path)) is not None:
+            if m["sub"] == "log":
+                if request.method != "GET":
+                    raise errors.method_not_allowed()
+                return await self.api.kubelet_proxy.pod_log(request, user, m["ns"], m["name"], self.authorize)
+            return await self.api.kubelet_proxy.pod_stream(request, user, m["ns"], m["name"], m["sub"],
+                                                           self.authorize)
         query = dict(request.query)
         info = parse_path(request.method, request.path, query)
         if info is None or info.res is None:
