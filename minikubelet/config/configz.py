@@ -40,12 +40,18 @@ def served_config(cfg: kc.KubeletConfig) -> Json:
                                                                "cacheUnauthorizedTTL": "30s"}}
         elif f.parse in _DURATION_PARSERS:
             out[f.yaml_name] = go_duration(float(value))
-        elif value in ("", (), {}) and f.attr in _OMIT_EMPTY:
+        elif f.yaml_name in _NOT_UPSTREAM or (value in ("", (), {}) and f.attr in _OMIT_EMPTY):
+            continue
+        elif f.yaml_name in _OMIT_ZERO and not value:
             continue
         else:
             out[f.yaml_name] = _wire(value)
     return {"kubeletconfig": out}
 
 
+# ours, not v1beta1's (upstream has flags for the first two)
+_NOT_UPSTREAM = frozenset({"rootDir", "podInfraContainerImage", "legacyContainerLogsDir"})
+# plain (not pointer) omitempty fields of v1beta1, and singleProcessOOMKill whose nil we model as false
+_OMIT_ZERO = frozenset({"readOnlyPort", "port", "serverTLSBootstrap", "rotateCertificates", "singleProcessOOMKill"})
 # omitempty in the v1beta1 type: absent rather than "" or [] when unset
 _OMIT_EMPTY = frozenset(f.name for f in fields(kc.KubeletConfig)) - {"static_pod_path", "pod_logs_dir"}
