@@ -44,6 +44,7 @@ from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
 from minikubelet.server.streaming import channel_codec, negotiation
 from minikubelet.server.streaming.channels import ChannelWebSocket
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
+from minikubelet.server.streaming.idle import IdleClosingWebSocket
 
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
@@ -313,7 +314,11 @@ class KubeletAPI:
                                    heartbeat=None, autoping=True)
         await ws.prepare(request)
         protocol = ws.ws_protocol or ""
-        await serve_websocket_exec(ChannelWebSocket(ws, protocol, len(channel_codec.Channel)), opts, start)
+        idle = IdleClosingWebSocket(ws, self.idle_timeout)
+        try:
+            await serve_websocket_exec(ChannelWebSocket(idle, protocol, len(channel_codec.Channel)), opts, start)
+        finally:
+            await idle.stop()
         return ws
 
     async def _exec_spdy(self, request: web.Request, opts: ExecOptions,
