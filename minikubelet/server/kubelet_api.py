@@ -160,7 +160,10 @@ class KubeletAPI:
                               f"subresource(s)=[{' '.join(a.subresource for a in attrs)}])\n")
         if not ok:
             return _text(403, forbidden_message(attrs))
-        return await handler(request)
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            return _plain(404, "404 page not found\n")  # no such route: Go's mux's answer
 
     async def _checks(self) -> list[tuple[str, str | None]]:
         """Upstream's checkers in its order: ping, log, syncloop."""

@@ -185,7 +185,8 @@ async def test_checkpoint_answers_as_upstream_without_runtime_support(make: Call
 async def test_no_pprof_and_anonymous_is_401(make: Callable[..., Any]) -> None:
     client = await make()
     for path in ("/debug/pprof/", "/debug/pprof/profile", "/debug/flags/v"):
-        assert (await client.get(path)).status == 404
+        r = await client.get(path)
+        assert (r.status, await r.text()) == (404, "404 page not found\n")
     closed = await make(anonymous=False)
     r = await closed.get("/pods")
     assert (r.status, await r.read()) == (401, recorded_body("direct-anonymous"))
