@@ -35,6 +35,7 @@ from cri.types import (
 )
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
+from minikubelet.node.serving_certificate import ServingCertificateManager
 from minikubelet.server.app import HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
 from minikubelet.server.exec import ExecOptions, exec_options, serve_spdy_exec, serve_websocket_exec
@@ -111,7 +112,7 @@ class KubeletAPI:
         self.surface = surface or SurfaceOptions()
         self.idle_timeout = idle_timeout
         self.background: list[asyncio.Task[None]] = []  # e.g. the serving certificate's renewal
-        self.serving_certificates: object | None = None
+        self.serving_certificates: ServingCertificateManager | None = None
 
     def app(self) -> web.Application:
         app = bounded_app(self.base.limits)

@@ -4,8 +4,8 @@ Off unless `port` is set, or the agent joined a cluster (then 10250, as upstream
 certificate (`authentication.x509.clientCAFile`), TokenReview (`authentication.webhook.enabled`, joined only)
 and anonymous (`authentication.anonymous.enabled`); authorization `Webhook` (SubjectAccessReview, the default
 when joined) or `AlwaysAllow` (the default standalone, where there is no API server to ask). The serving
-certificate comes from `tlsCertFile`/`tlsPrivateKeyFile`, else from a CSR when `serverTLSBootstrap` is set
-(joined only; renewed before it expires), else a self-signed pair under the root dir.
+certificate comes from a CSR when `serverTLSBootstrap` is set (joined only; renewed before it expires), else
+from `tlsCertFile`/`tlsPrivateKeyFile`, else a self-signed pair under the root dir.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined
                           token_review=_poster(client) if client is not None and cfg.authentication.webhook_enabled
                           else None, cache_ttl=cfg.authentication.webhook_cache_ttl)
     authz = WebhookAuthorizer(_poster(client)) if mode == "Webhook" and client is not None else AlwaysAllow()
-    bootstrap = cfg.server_tls_bootstrap and client is not None and not (cfg.tls_cert_file and cfg.tls_private_key_file)
+    # As upstream, serverTLSBootstrap wins over tlsCertFile; standalone there is nobody to send a CSR to.
+    bootstrap = cfg.server_tls_bootstrap and client is not None
     ctx = serving_context(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.authentication.client_ca_file,
                           root_dir=cfg.root_dir, host=node_name, ips=[host_ip], min_version=cfg.tls_min_version,
                           cipher_suites=cfg.tls_cipher_suites, bootstrap=bootstrap)

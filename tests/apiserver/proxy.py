@@ -89,6 +89,13 @@ class KubeletProxy:
     # -- nodes/{name}/proxy/{path} ------------------------------------------------------------
     async def node_proxy(self, request: web.Request, user: User, node: str, rest: str,
                          authorize: Any) -> web.StreamResponse:
+        try:
+            return await self._node_proxy(request, user, node, rest, authorize)
+        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+            raise _unreachable(exc) from None
+
+    async def _node_proxy(self, request: web.Request, user: User, node: str, rest: str,
+                          authorize: Any) -> web.StreamResponse:
         verb = _VERBS.get(request.method, "get")
         authorize(Attributes(user, verb, request.path, "nodes", "proxy", "", "", node))
         base, _ = self.kubelet_url(node)
@@ -108,6 +115,13 @@ class KubeletProxy:
     # -- pods/{name}/log ----------------------------------------------------------------------
     async def pod_log(self, request: web.Request, user: User, ns: str, name: str,
                       authorize: Any) -> web.StreamResponse:
+        try:
+            return await self._pod_log(request, user, ns, name, authorize)
+        except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+            raise _unreachable(exc) from None
+
+    async def _pod_log(self, request: web.Request, user: User, ns: str, name: str,
+                       authorize: Any) -> web.StreamResponse:
         authorize(Attributes(user, "get", request.path, "pods", "log", "", ns, name))
         pod, node = self._pod_node(ns, name)
         q = request.query
@@ -182,6 +196,8 @@ class KubeletProxy:
                                                     headers={"X-Forwarded-For": request.remote or ""})
             except aiohttp.WSServerHandshakeError as exc:
                 raise errors.ApiError(errors.status(exc.status, _reason(exc.status), exc.message)) from None
+            except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+                raise _unreachable(exc) from None
             client = web.WebSocketResponse(protocols=[upstream.protocol] if upstream.protocol else (),
                                            autoping=True, heartbeat=None, max_msg_size=0)
             await client.prepare(request)
@@ -243,6 +259,10 @@ def _stream_query(query: Any) -> str:
 
 def _seg(value: str) -> str:
     return urllib.parse.quote(value, safe="")
+
+
+def _unreachable(exc: BaseException) -> errors.ApiError:
+    return errors.ApiError(errors.status(503, "ServiceUnavailable", f"error trying to reach service: {exc}"))
 
 
 def _reason(code: int) -> str:
