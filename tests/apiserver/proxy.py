@@ -143,6 +143,7 @@ class KubeletProxy:
             params.append(("sinceTime", q["sinceTime"]))
         if "stream" in q:
             params.append(("stream", q["stream"]))
+        params.sort(key=lambda kv: kv[0])  # url.Values.Encode
         base, _ = self.kubelet_url(node)
         target = f"/containerLogs/{_seg(ns)}/{_seg(name)}/{_seg(container)}"
         if params:
