@@ -195,6 +195,23 @@ async def test_serving_certificate_logs_exec_and_node_proxy(tmp_path: Path, api:
         stamped = (await logs("?timestamps=true&tailLines=1")).split(" ")
         assert stamped[1] == "line-5\n" and stamped[0].endswith("Z")
         assert ("GET", "/containerLogs/default/talker/main?tailLines=2") in api.kubelet_proxy.requests
+        # follow: streamed as written, and the stream ends once the container has exited
+        follower = _pod("follower", agent.node, "echo one; sleep 2; echo two; sleep 1; exit 0")
+        follower["spec"]["restartPolicy"] = "Never"
+        await admin.create(follower)
+        await _running_pod(agent, admin, "follower")
+        chunks: list[tuple[float, bytes]] = []
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with aiohttp.ClientSession() as s, s.get(
+                f"{api.url}/api/v1/namespaces/default/pods/follower/log?follow=true", ssl=admin_ssl,
+                timeout=aiohttp.ClientTimeout(total=30)) as r:
+            assert r.status == 200
+            async for chunk in r.content.iter_any():
+                chunks.append((loop.time() - started, chunk))
+        assert b"".join(c for _, c in chunks) == b"one\ntwo\n"
+        assert chunks[0][1] == b"one\n" and chunks[0][0] < 1.5  # the first line did not wait for the second
+        assert ("GET", "/containerLogs/default/follower/main?follow=true") in api.kubelet_proxy.requests
 
         # pods/exec: kubectl's WebSocket passed through to the node that declares ExtendWebSocketsToKubelet
         base = api.url.replace("https://", "wss://") + "/api/v1/namespaces/default/pods/talker/exec"
