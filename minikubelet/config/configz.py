@@ -6,13 +6,11 @@ the effective KubeletConfiguration in its v1beta1 wire form (durations as Go pri
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any
 
 from minikubelet.base.durations import go_duration
 from minikubelet.config import kubelet_config as kc
 
-_DURATION_PARSERS = (kc._duration, kc._positive_duration, kc._cfs_period)
 Json = dict[str, Any]
 
 
@@ -26,26 +24,24 @@ def _wire(value: object) -> object:
 
 def served_config(cfg: kc.KubeletConfig) -> Json:
     out: Json = {"kind": kc.KIND, "apiVersion": kc.API_VERSION}
-    for f in kc._FIELDS:
-        if f.yaml_name is None:
-            continue
-        value = getattr(cfg, f.attr)
-        if f.attr == "authentication":
+    for attr, name, is_duration in kc.file_fields():
+        value = getattr(cfg, attr)
+        if attr == "authentication":
             a = value
             out["authentication"] = {"x509": {"clientCAFile": a.client_ca_file} if a.client_ca_file else {},
                                      "webhook": {"enabled": a.webhook_enabled, "cacheTTL": go_duration(a.webhook_cache_ttl)},
                                      "anonymous": {"enabled": a.anonymous_enabled}}
-        elif f.attr == "authorization_mode":
+        elif attr == "authorization_mode":
             out["authorization"] = {"mode": value, "webhook": {"cacheAuthorizedTTL": "5m0s",
                                                                "cacheUnauthorizedTTL": "30s"}}
-        elif f.parse in _DURATION_PARSERS:
-            out[f.yaml_name] = go_duration(float(value))
-        elif f.yaml_name in _NOT_UPSTREAM or (value in ("", (), {}) and f.attr in _OMIT_EMPTY):
+        elif is_duration:
+            out[name] = go_duration(float(value))
+        elif name in _NOT_UPSTREAM or (value in ("", (), {}) and name not in _KEEP_EMPTY):
             continue
-        elif f.yaml_name in _OMIT_ZERO and not value:
+        elif name in _OMIT_ZERO and not value:
             continue
         else:
-            out[f.yaml_name] = _wire(value)
+            out[name] = _wire(value)
     return {"kubeletconfig": out}
 
 
@@ -53,5 +49,5 @@ def served_config(cfg: kc.KubeletConfig) -> Json:
 _NOT_UPSTREAM = frozenset({"rootDir", "podInfraContainerImage", "legacyContainerLogsDir"})
 # plain (not pointer) omitempty fields of v1beta1, and singleProcessOOMKill whose nil we model as false
 _OMIT_ZERO = frozenset({"readOnlyPort", "port", "serverTLSBootstrap", "rotateCertificates", "singleProcessOOMKill"})
-# omitempty in the v1beta1 type: absent rather than "" or [] when unset
-_OMIT_EMPTY = frozenset(f.name for f in fields(kc.KubeletConfig)) - {"static_pod_path", "pod_logs_dir"}
+# every other "" / [] / {} is omitempty in the v1beta1 type: absent when unset
+_KEEP_EMPTY = frozenset({"staticPodPath", "podLogsDir"})

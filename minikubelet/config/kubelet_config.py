@@ -732,6 +732,12 @@ def flag_fields() -> list[tuple[str, str, type, str]]:
     return [(f.flag, f.attr, f.flag_type, f.flag_help) for f in _FIELDS if f.flag]
 
 
+def file_fields() -> list[tuple[str, str, bool]]:
+    """(attribute, YAML name, is a duration) of every setting a config file can hold, in file order."""
+    durations = (_duration, _positive_duration, _cfs_period)
+    return [(f.attr, f.yaml_name, f.parse in durations) for f in _FIELDS if f.yaml_name]
+
+
 def config_fields() -> list[tuple[str, str | None, str | None, Any]]:
     """(attribute, YAML name, flag, default) for every setting; used by docs and tests."""
     defaults = KubeletConfig()
