@@ -207,17 +207,21 @@ class KubeletAPI:
             return pods.setdefault(uid, {"metadata": {"name": name, "namespace": ns, "uid": uid},
                                          "spec": {"containers": None}, "status": {}})
 
-        for sb in await self.runtime.list_pod_sandboxes():
+        try:
+            sandboxes = await self.runtime.list_pod_sandboxes()
+            containers = await self.runtime.list_containers()
+        except RuntimeError_ as exc:
+            return _text(500, f"{exc}\n")
+        for sb in sandboxes:
             if sb.state is SandboxState.READY:
                 entry(sb.metadata.uid, sb.metadata.name, sb.metadata.namespace)
-        for c in await self.runtime.list_containers():
+        for c in containers:
             if c.state is not ContainerState.RUNNING:
                 continue
             uid = c.labels.get(LABEL_POD_UID, "")
             pod = entry(uid, c.labels.get(LABEL_POD_NAME, ""), c.labels.get(LABEL_POD_NAMESPACE, ""))
-            containers = pod["spec"]["containers"] or []
-            containers.append({"name": c.metadata.name, "image": c.image, "resources": {}})
-            pod["spec"]["containers"] = containers
+            pod["spec"]["containers"] = [*(pod["spec"]["containers"] or []),
+                                         {"name": c.metadata.name, "image": c.image, "resources": {}}]
         body = {"kind": "PodList", "apiVersion": "v1", "metadata": {},
                 "items": sorted(pods.values(), key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))}
         return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json")

@@ -14,7 +14,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
+from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
+from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.auth import AlwaysAllow, Authenticator
 from minikubelet.server.kubelet_api import KubeletAPI, SurfaceOptions, clean_path
@@ -193,7 +195,34 @@ async def test_no_pprof_and_anonymous_is_401(make: Callable[..., Any]) -> None:
     assert r.headers["Content-Type"] == "text/plain; charset=utf-8" and "WWW-Authenticate" not in r.headers
 
 
-async def test_running_pods_from_the_runtime(make: Callable[..., Any]) -> None:
-    client = await make()
-    r = await client.get("/runningpods/")
-    assert r.status == 200 and await r.json() == {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []}
+async def test_running_pods_from_the_runtime(tmp_path: Path) -> None:
+    runtime = FakeRuntime(images=["busybox"])
+    sandbox = PodSandboxConfig(PodMeta("web", "ns", "u1"))
+    sid = await runtime.run_pod_sandbox(sandbox)
+    for name in ("main", "side"):
+        cid = await runtime.create_container(sid, ContainerConfig(ContainerMeta(name), "busybox"), sandbox)
+        if name == "main":
+            await runtime.start_container(cid)
+    idle = PodSandboxConfig(PodMeta("idle", "ns", "u2"))
+    await runtime.run_pod_sandbox(idle)
+
+    async def health() -> Checks:
+        return []
+
+    base = KubeletServer(lambda: [], health, CollectorRegistry(), lambda _uid: [])
+    api = KubeletAPI(base, "node-1", lambda: [], runtime, None, Authenticator(anonymous=True), AlwaysAllow())
+    client = TestClient(TestServer(api.app()))
+    await client.start_server()
+    try:
+        r = await client.get("/runningpods/")
+        # a sandbox without running containers is a pod with none; created-only containers are left out
+        assert r.status == 200 and await r.json() == {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [
+            {"metadata": {"name": "idle", "namespace": "ns", "uid": "u2"}, "spec": {"containers": None},
+             "status": {}},
+            {"metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+             "spec": {"containers": [{"name": "main", "image": "busybox", "resources": {}}]}, "status": {}}]}
+        runtime.fail("list_containers", RuntimeError_("Cannot connect to the Docker daemon"))
+        r = await client.get("/runningpods/")
+        assert (r.status, await r.text()) == (500, "Cannot connect to the Docker daemon\n")
+    finally:
+        await client.close()
