@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tests.apiserver import errors, reviews, selectors
+from tests.apiserver import discovery, errors, reviews, selectors
 from tests.apiserver.auth import ANONYMOUS, User, from_certificate
 from tests.apiserver.authz import Attributes
 from tests.apiserver.resources import BY_PATH, Resource
@@ -185,6 +185,8 @@ class Handler:
         if path == "/version":
             return web.Response(text=json.dumps(VERSION, indent=2), content_type="application/json",
                                 headers={"Cache-Control": "no-cache, private"})
+        if request.method == "GET" and (doc := discovery.document(path, request.host)) is not None:
+            return json_response(doc)
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain",
                                 headers={"Cache-Control": "no-cache, private", "X-Content-Type-Options": "nosniff"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -357,5 +358,56 @@ async def test_bearer_tokens_and_subresource_authorization(tmp_path: Path, api: 
         # the same user through the API server's nodes/proxy is stopped there (no nodes/proxy)
         reply = await api.client(api.identity("someone-else")).request("GET", f"/api/v1/nodes/{agent.node}/proxy/pods")
         assert reply.status == 403
+    finally:
+        await stop_and_clean(agent, docker)
+
+
+async def _kubectl(kubeconfig: Path, cache: Path, *args: str) -> tuple[int, str, str]:
+    # asynchronously: the test API server answers from this very event loop
+    proc = await asyncio.create_subprocess_exec(
+        "kubectl", f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}", "--request-timeout=20s", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a kubectl binary")
+async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    agent = SurfaceAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    admin = api.admin()
+    kubeconfig = api.write_kubeconfig(tmp_path / "admin.conf", api.admin_identity())
+    cache = tmp_path / "kube-cache"
+    agent.start()
+    try:
+        async def declared() -> bool:
+            try:
+                node = await admin.get("nodes", agent.node)
+            except ApiStatusError:
+                return False
+            return bool(node["status"].get("declaredFeatures"))
+
+        await agent.wait_for("the Node", declared, timeout=60)
+        await admin.create(_pod("talker", agent.node, "echo hello; echo world; while true; do sleep 1; done"))
+        await _running_pod(agent, admin, "talker")
+
+        async def logged() -> bool:
+            return (await _kubectl(kubeconfig, cache, "logs", "talker"))[1] == "hello\nworld\n"
+
+        await agent.wait_for("kubectl logs", logged, timeout=20)
+        assert await _kubectl(kubeconfig, cache, "logs", "talker", "--tail=1") == (0, "world\n", "")
+        assert await _kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c", "echo $((40+2))") == (
+            0, "42\n", "")
+        code, out, err = await _kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c",
+                                        "echo out; echo err >&2; exit 3")
+        assert (code, out, err) == (3, "out\n", "err\ncommand terminated with exit code 3\n")  # as recorded
+        code, out, _ = await _kubectl(kubeconfig, cache, "get", "--raw", f"/api/v1/nodes/{agent.node}/proxy/healthz")
+        assert (code, out) == (0, "ok")
+        code, out, _ = await _kubectl(kubeconfig, cache, "get", "--raw", f"/api/v1/nodes/{agent.node}/proxy/configz")
+        assert code == 0 and json.loads(out)["kubeletconfig"]["port"] == agent.api_port
+        # what reached the kubelet is what kube-apiserver sends it
+        assert ("GET", "/containerLogs/default/talker/main?tailLines=1") in api.kubelet_proxy.requests
+        assert any(p.startswith("/exec/default/talker/main?command=sh&command=-c&command=echo") and
+                   p.endswith("&error=1&output=1") for _, p in api.kubelet_proxy.requests)
     finally:
         await stop_and_clean(agent, docker)

@@ -138,3 +138,19 @@ async def test_unreachable_kubelet_is_503(api: ApiServer, kubelet: tuple[int, Se
     reply = await api.admin().request("GET", "/api/v1/nodes/node-1/proxy/healthz")
     assert reply.status == 503 and reply.body["reason"] == "ServiceUnavailable"
     assert json.dumps(reply.body).count("error trying to reach service") == 1
+
+
+async def test_legacy_discovery_names_the_kubelet_subresources(api: ApiServer) -> None:
+    admin = api.admin()
+    versions = (await admin.request("GET", "/api")).body
+    assert versions["kind"] == "APIVersions" and versions["versions"] == ["v1"]
+    groups = {g["name"] for g in (await admin.request("GET", "/apis")).body["groups"]}
+    assert {"coordination.k8s.io", "certificates.k8s.io", "authorization.k8s.io"} <= groups
+    core = (await admin.request("GET", "/api/v1")).body
+    by_name = {r["name"]: r for r in core["resources"]}
+    assert by_name["pods"]["namespaced"] and by_name["pods"]["shortNames"] == ["po"]
+    assert by_name["pods/log"]["verbs"] == ["get"] and by_name["pods/exec"]["kind"] == "PodExecOptions"
+    assert not by_name["nodes/proxy"]["namespaced"] and "pods/status" in by_name
+    leases = (await admin.request("GET", "/apis/coordination.k8s.io/v1")).body
+    assert [r["name"] for r in leases["resources"]] == ["leases"]
+    assert (await admin.request("GET", "/apis/nope/v1")).status == 404
