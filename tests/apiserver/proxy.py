@@ -7,8 +7,9 @@
   PodLogOptions mapped (`User-Agent: Go-http-client/1.1`, `Accept-Encoding: gzip`), streamed back as text/plain.
 * `pods/{name}/exec|attach|portforward` (`create`, also for a WebSocket GET as AuthorizePodWebsocketUpgrade...):
   a WebSocket from the client is passed through to a node that declares `ExtendWebSocketsToKubelet` in
-  `status.declaredFeatures` (the kubelet chooses the sub-protocol; messages are relayed as they come).
-  Translating to SPDY/3.1 for other nodes is not done here: those get 400 with a message saying so.
+  `status.declaredFeatures` (the kubelet chooses the sub-protocol; messages are relayed as they come); for
+  any other node exec and attach are translated to SPDY/3.1 (`spdy_translator.py`). Port-forward is not
+  translated: 400 saying so.
 
 Every connection to a kubelet presents the API server's kubelet client certificate
 (`CN=kube-apiserver-kubelet-client, O=system:masters`) and does not verify the kubelet's serving certificate
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from tests.apiserver import errors
+from tests.apiserver import errors, spdy_translator
 from tests.apiserver.auth import User
 from tests.apiserver.authz import Attributes
 from tests.apiserver.resources import resource
@@ -172,9 +173,10 @@ class KubeletProxy:
         base, node = self.kubelet_url(node_name)
         if request.headers.get("Upgrade", "").lower() != "websocket":
             raise errors.bad_request("Upgrade request required")
-        if EXTEND_WEBSOCKETS not in ((node.get("status") or {}).get("declaredFeatures") or []):
+        passthrough = EXTEND_WEBSOCKETS in ((node.get("status") or {}).get("declaredFeatures") or [])
+        if not passthrough and sub == "portforward":
             raise errors.bad_request(f"node {node_name} does not declare {EXTEND_WEBSOCKETS}: translating "
-                                     "WebSocket to SPDY/3.1 is not implemented by the test API server")
+                                     "port-forward to SPDY/3.1 is not implemented by the test API server")
         path = f"/{_KUBELET_PATHS[sub]}/{_seg(ns)}/{_seg(name)}"
         if sub != "portforward":
             container = request.query.get("container", "")
@@ -187,8 +189,10 @@ class KubeletProxy:
             path += f"/{_seg(container)}"
         target = path + (f"?{_stream_query(request.query)}" if sub != "portforward" else "")
         target = target.rstrip("?")
-        self.requests.append(("GET", target))
+        self.requests.append(("GET" if passthrough else "POST", target))
         protocols = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
+        if not passthrough:
+            return await self._translate(request, base, target, protocols)
         session = aiohttp.ClientSession()
         try:
             try:
@@ -206,6 +210,28 @@ class KubeletProxy:
             return client
         finally:
             await session.close()
+
+
+    async def _translate(self, request: web.Request, base: str, target: str,
+                         protocols: list[str]) -> web.StreamResponse:
+        """kubectl's v5 WebSocket to the kubelet's SPDY/3.1 (the StreamTranslator of a v1.36 API server)."""
+        if spdy_translator.OFFERED[0] not in protocols:
+            raise errors.bad_request(f"the WebSocket must offer {spdy_translator.OFFERED[0]} to be translated")
+        where = urllib.parse.urlsplit(base)
+        assert where.hostname is not None and where.port is not None
+        try:
+            client = await spdy_translator.connect(where.hostname, where.port, self.ssl, target)
+        except spdy_translator.UpgradeRefused as exc:
+            raise errors.ApiError(errors.status(exc.status, _reason(exc.status), exc.body)) from None
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            raise _unreachable(exc) from None
+        ws = web.WebSocketResponse(protocols=(spdy_translator.OFFERED[0],), autoping=True, heartbeat=None,
+                                   max_msg_size=0)
+        await ws.prepare(request)
+        q = request.query
+        flags = {k: q.get(k, "") in ("true", "1") for k in ("stdin", "stdout", "stderr", "tty")}
+        await spdy_translator.translate(ws, client, **flags)
+        return ws
 
 
 async def _splice(client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocketResponse) -> None:

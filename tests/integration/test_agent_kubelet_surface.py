@@ -44,7 +44,6 @@ class SurfaceAgent(AgentProcess):
             "authentication": {"x509": {"clientCAFile": str(api.ca_file)},
                                "webhook": {"enabled": True, "cacheTTL": "2m"}, "anonymous": {"enabled": False}},
             "authorization": {"mode": "Webhook"},
-            "featureGates": {"ExtendWebSocketsToKubelet": True},
             "streamingConnectionIdleTimeout": "30m",
         }
 
@@ -130,7 +129,8 @@ async def test_serving_certificate_logs_exec_and_node_proxy(tmp_path: Path, api:
     # the API server checks the kubelet's serving certificate against the cluster CA (--kubelet-certificate-authority)
     api.kubelet_proxy = KubeletProxy(api, kubelet_ca=api.ca.cert_pem)
     agent = SurfaceAgent(tmp_path / "agent", agent_env.docker_host(), api)
-    agent.extra.update({"serverTLSBootstrap": True, "tlsMinVersion": "VersionTLS13"})
+    agent.extra.update({"serverTLSBootstrap": True, "tlsMinVersion": "VersionTLS13",
+                        "featureGates": {"ExtendWebSocketsToKubelet": True}})  # WebSocket passed through
     admin = api.admin()
     admin_ssl = api.client_ssl(api.admin_identity())
     agent.start()
@@ -358,6 +358,34 @@ async def test_bearer_tokens_and_subresource_authorization(tmp_path: Path, api: 
         # the same user through the API server's nodes/proxy is stopped there (no nodes/proxy)
         reply = await api.client(api.identity("someone-else")).request("GET", f"/api/v1/nodes/{agent.node}/proxy/pods")
         assert reply.status == 403
+
+        # a node that does not declare ExtendWebSocketsToKubelet (the default): pods/exec is translated to SPDY/3.1
+        await admin.create(_pod("shell", agent.node, "while true; do sleep 1; done"))
+        await _running_pod(agent, admin, "shell")
+        admin_ssl = api.client_ssl(api.admin_identity())
+        base = api.url.replace("https://", "wss://") + "/api/v1/namespaces/default/pods/shell/exec"
+        out, _, status = await _ws_exec(base + "?command=sh&command=-c&command=echo+%24%28%2840%2B2%29%29"
+                                               "&stdout=true&stderr=true", admin_ssl)
+        assert out == b"42\n" and status["status"] == "Success"
+        out, err, status = await _ws_exec(base + "?command=sh&command=-c&command=echo+out%3B+echo+err+%3E%262"
+                                                 "%3B+exit+3&stdout=true&stderr=true", admin_ssl)
+        assert (out, err) == (b"out\n", b"err\n")
+        assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "3"}]
+        # stdin, ended with the v5 close message, reaches the SPDY stdin stream as DATA+FIN
+        async with aiohttp.ClientSession() as s, s.ws_connect(base + "?command=cat&stdin=true&stdout=true",
+                                                               protocols=(V5_BINARY,), ssl=admin_ssl) as ws:
+            await ws.send_bytes(b"\x00hi there\n")
+            await ws.send_bytes(b"\xff\x00")
+            got = b""
+            async for msg in ws:
+                if msg.type != aiohttp.WSMsgType.BINARY:
+                    break
+                if msg.data[:1] == b"\x01":
+                    got += msg.data[1:]
+                elif msg.data[:1] == b"\x03":
+                    assert json.loads(msg.data[1:])["status"] == "Success"
+        assert got == b"hi there\n"
+        assert ("POST", "/exec/default/shell/main?command=cat&input=1&output=1") in api.kubelet_proxy.requests
     finally:
         await stop_and_clean(agent, docker)
 
@@ -380,14 +408,15 @@ async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
     cache = tmp_path / "kube-cache"
     agent.start()
     try:
-        async def declared() -> bool:
+        async def registered() -> dict[str, Any] | None:
             try:
-                node = await admin.get("nodes", agent.node)
+                found: dict[str, Any] = await admin.get("nodes", agent.node)
             except ApiStatusError:
-                return False
-            return bool(node["status"].get("declaredFeatures"))
+                return None
+            return found
 
-        await agent.wait_for("the Node", declared, timeout=60)
+        node = await agent.wait_for("the Node", registered, timeout=60)
+        assert "declaredFeatures" not in node["status"]  # the default: kubectl's WebSocket is translated to SPDY
         await admin.create(_pod("talker", agent.node, "echo hello; echo world; while true; do sleep 1; done"))
         await _running_pod(agent, admin, "talker")
 
@@ -407,7 +436,7 @@ async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
         assert code == 0 and json.loads(out)["kubeletconfig"]["port"] == agent.api_port
         # what reached the kubelet is what kube-apiserver sends it
         assert ("GET", "/containerLogs/default/talker/main?tailLines=1") in api.kubelet_proxy.requests
-        assert any(p.startswith("/exec/default/talker/main?command=sh&command=-c&command=echo") and
-                   p.endswith("&error=1&output=1") for _, p in api.kubelet_proxy.requests)
+        assert any(m == "POST" and p.startswith("/exec/default/talker/main?command=sh&command=-c&command=echo") and
+                   p.endswith("&error=1&output=1") for m, p in api.kubelet_proxy.requests)
     finally:
         await stop_and_clean(agent, docker)

@@ -31,7 +31,8 @@ async def _record(request: web.Request) -> web.StreamResponse:
     peer = request.transport.get_extra_info("peercert") if request.transport else None
     subject = dict(x[0] for x in (peer or {}).get("subject", ()))
     request.app[SEEN].append({"method": request.method, "path_qs": request.path_qs,
-                              "headers": dict(request.headers), "cn": subject.get("commonName", "")})
+                              "headers": dict(request.headers), "cn": subject.get("commonName", ""),
+                              "versions": request.headers.getall("X-Stream-Protocol-Version", [])})
     if request.path == "/configz":
         return web.json_response({"kubeletconfig": {"port": 10250}})
     if request.path.startswith("/containerLogs/"):
@@ -107,16 +108,22 @@ async def test_pod_log_maps_the_options(api: ApiServer, kubelet: tuple[int, Seen
     assert reply.status == 200 and seen[-1]["path_qs"] == "/containerLogs/default/two/b"
 
 
-async def test_exec_websocket_passes_through_only_to_a_declaring_node(api: ApiServer,
+async def test_exec_websocket_passed_through_to_a_declaring_node_else_translated(api: ApiServer,
                                                                      kubelet: tuple[int, Seen]) -> None:
     _, seen = kubelet
     url = api.url.replace("https://", "wss://") + "/api/v1/namespaces/default/pods/p/exec?command=ls&command=-l" \
                                                    "&stdin=true&stdout=true&tty=false"
     ctx = api.client_ssl(api.admin_identity())
     async with aiohttp.ClientSession() as s:
+        # not declared: translated, so the kubelet gets the SPDY/3.1 upgrade (which this stand-in refuses)
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await s.ws_connect(url, protocols=("v5.channel.k8s.io",), ssl=ctx)
-        assert refused.value.status == 400 and not seen
+        assert refused.value.status == 400
+        [spdy] = seen
+        assert spdy["method"] == "POST" and spdy["path_qs"] == "/exec/default/p/main?command=ls&command=-l&input=1&output=1"
+        assert spdy["headers"]["Upgrade"] == "SPDY/3.1" and spdy["headers"]["User-Agent"] == "Go-http-client/1.1"
+        assert spdy["versions"] == ["v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io",
+                                    "v2.channel.k8s.io", "channel.k8s.io"]  # one header each, as recorded
         node = api.store.get("nodes", "", "node-1")
         assert node is not None
         node["status"]["declaredFeatures"] = ["ExtendWebSocketsToKubelet"]
