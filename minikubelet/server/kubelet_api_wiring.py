@@ -55,6 +55,11 @@ def _serve_certificate_from(ctx: ssl.SSLContext) -> Callable[[str], None]:
     return load
 
 
+def _log_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("serving certificate manager stopped", exc_info=exc)
+
+
 async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined: bool, client: RestClient | None,
                             node_name: str, host_ip: str, pods: Callable[[], Iterable[Pod]], runtime: Runtime,
                             streaming: StreamingRuntime | None, clock: Clock | None = None) -> KubeletAPI | None:
@@ -83,7 +88,9 @@ async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined
                                             clock or RealClock(), client, _serve_certificate_from(ctx))
         if manager.current() is not None:
             ctx.load_cert_chain(manager.store.current_path)
-        api.background.append(asyncio.create_task(manager.run(), name="serving-certificate"))
+        task = asyncio.create_task(manager.run(), name="serving-certificate")
+        task.add_done_callback(_log_end)
+        api.background.append(task)
         api.serving_certificates = manager
     await server.serve(cfg.address, port, api.app(), ctx)
     log.info("kubelet API serving", extra={"kv": {"address": cfg.address, "port": port, "authorization": mode,
