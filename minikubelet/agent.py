@@ -36,7 +36,7 @@ from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
 from minikubelet.node.labels import Node, initial_node
 from minikubelet.node.machine import hugepages_capacity, machine_info
-from minikubelet.node.status import NodeStatusInputs, runtime_errors
+from minikubelet.node.status import KUBELET_PORT, NodeStatusInputs, declared_features, runtime_errors
 from minikubelet.pod.manager import PodManager
 from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
@@ -366,6 +366,8 @@ class Agent:
             hostname=self.node_name, node_ip=self.host_ip, machine=machine_info(), capacity=capacity,
             reservation=reservation, runtime_type=runtime_type, runtime_version=runtime_version,
             kubelet_version=KUBERNETES_VERSION, images=images,
+            kubelet_port=self.config.port if self.config.port > 0 else KUBELET_PORT,
+            declared_features=declared_features(self.config.feature_gates),
             runtime_errors=runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None),
         )
 
@@ -440,7 +442,7 @@ class Agent:
                                     client=self.join.client if self.join is not None else None,
                                     node_name=self.node_name, host_ip=self.host_ip,
                                     pods=lambda: self.manager.desired.values(), runtime=self.runtime,
-                                    streaming=self.streaming)
+                                    streaming=self.streaming, clock=self.clock)
         await self.static.sync()
         if self.url_source is not None:
             await self.url_source.sync()

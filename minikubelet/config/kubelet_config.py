@@ -15,6 +15,7 @@ from minikubelet.api.names import label_value_errors, qualified_name_errors
 from minikubelet.api.sysctls import check_allowlist_pattern
 from minikubelet.base.bounded_reader import NotRegular, TooLarge, YAMLLoadError, load_yaml, read_regular_file
 from minikubelet.base.quantity import QuantityError, parse_quantity
+from minikubelet.config.tls_names import CIPHER_SUITES, TLS_VERSIONS
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
@@ -90,6 +91,9 @@ class KubeletConfig:
     tls_private_key_file: str = ""
     authentication: AuthenticationConfig = field(default_factory=lambda: AuthenticationConfig())
     authorization_mode: str = ""  # "": Webhook when joined to a cluster, AlwaysAllow standalone
+    tls_min_version: str = ""  # "": Go's server default, TLS 1.2
+    tls_cipher_suites: tuple[str, ...] = ()  # Go names; (): OpenSSL's defaults
+    server_tls_bootstrap: bool = False
     streaming_connection_idle_timeout: float = 4 * 3600.0
 
 
@@ -100,6 +104,7 @@ class AuthenticationConfig:
     client_ca_file: str = ""
     webhook_enabled: bool = True
     anonymous_enabled: bool = False
+    webhook_cache_ttl: float = 120.0  # webhook.cacheTTL
 
 
 # ---------------------------------------------------------------- value parsers
@@ -512,7 +517,26 @@ def _authentication(value: object) -> AuthenticationConfig:
         client_ca_file=str(_optional_absolute_path(x509.get("clientCAFile", ""))),
         webhook_enabled=_bool(webhook.get("enabled", True)),
         anonymous_enabled=_bool(anonymous.get("enabled", False)),
+        webhook_cache_ttl=_duration(webhook.get("cacheTTL", "2m")),
     )
+
+
+def _tls_min_version(value: object) -> str:
+    name = _string(value)
+    if name and name not in TLS_VERSIONS:
+        raise ValueError(f"unknown tls version {name!r}; one of {', '.join(sorted(TLS_VERSIONS))}")
+    return name
+
+
+def _tls_cipher_suites(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"must be a list of cipher suite names, got {value!r}")
+    for name in value:
+        if name not in CIPHER_SUITES:
+            raise ValueError(f"Cipher suite {name} not supported or doesn't exist")
+    return tuple(value)
 
 
 def _authorization(value: object) -> str:
@@ -580,9 +604,13 @@ _FIELDS = (
     _Field("tls_private_key_file", "tlsPrivateKeyFile", "--tls-private-key-file", _optional_absolute_path, "Key of --tls-cert-file."),
     _Field("authentication", "authentication", None, _authentication),
     _Field("authorization_mode", "authorization", None, _authorization),
-    _Field("streaming_connection_idle_timeout", "streamingConnectionIdleTimeout",
-           "--streaming-connection-idle-timeout", _positive_duration,
-           "How long an exec or port-forward connection of the kubelet API may sit idle before it is closed (e.g. 4h0m0s)."),
+    _Field("tls_min_version", "tlsMinVersion", "--tls-min-version", _tls_min_version,
+           "Minimum TLS version of the kubelet API: VersionTLS10, VersionTLS11, VersionTLS12, VersionTLS13."),
+    _Field("tls_cipher_suites", "tlsCipherSuites", "--tls-cipher-suites", _tls_cipher_suites,
+           "Comma-separated cipher suites (Go names) of the kubelet API for TLS 1.2 and below."),
+    _Field("server_tls_bootstrap", "serverTLSBootstrap", None, _bool),
+    _Field("streaming_connection_idle_timeout", "streamingConnectionIdleTimeout", "--streaming-connection-idle-timeout",
+           _positive_duration, "Idle time after which exec/attach/port-forward connections are closed (e.g. 4h)."),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
@@ -687,7 +715,7 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
 # each one that is not at its default, so a setting never silently does nothing.
 _NOT_IMPLEMENTED: tuple[str, ...] = ()
 # The feature gates the agent reads; every other gate is accepted and has no effect.
-HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators"})
+HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators", "ExtendWebSocketsToKubelet"})
 
 
 def not_implemented_warnings(config: KubeletConfig) -> list[str]:
@@ -706,6 +734,12 @@ def not_implemented_warnings(config: KubeletConfig) -> list[str]:
 def flag_fields() -> list[tuple[str, str, type, str]]:
     """(flag, attribute, argparse type, help) of every setting that has a command-line flag."""
     return [(f.flag, f.attr, f.flag_type, f.flag_help) for f in _FIELDS if f.flag]
+
+
+def file_fields() -> list[tuple[str, str, bool]]:
+    """(attribute, YAML name, is a duration) of every setting a config file can hold, in file order."""
+    durations = (_duration, _positive_duration, _cfs_period)
+    return [(f.attr, f.yaml_name, f.parse in durations) for f in _FIELDS if f.yaml_name]
 
 
 def config_fields() -> list[tuple[str, str | None, str | None, Any]]:

@@ -68,14 +68,17 @@ def new_key_pem() -> bytes:
                              serialization.NoEncryption())
 
 
-def client_csr_pem(node_name: str, key_pem: bytes) -> bytes:
+def client_csr_pem(node_name: str, key_pem: bytes, sans: list[x509.GeneralName] | None = None) -> bytes:
+    """The node's CSR (`O=system:nodes, CN=system:node:<node>`), with `sans` for a serving certificate."""
     key = serialization.load_pem_private_key(key_pem, None)
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise CertificateError("the private key is not an ECDSA key")
     subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
                          x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node_name}")])
-    csr = x509.CertificateSigningRequestBuilder().subject_name(subject).sign(key, hashes.SHA256())
-    return csr.public_bytes(serialization.Encoding.PEM)
+    builder = x509.CertificateSigningRequestBuilder().subject_name(subject)
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
 
 
 def parse_pair(data: bytes, key_data: bytes | None = None) -> KeyPair:
@@ -155,15 +158,16 @@ def csr_outcome(csr: dict[str, object]) -> bytes | None:
 
 
 async def request_certificate(client: RestClient, csr_pem: bytes, clock: Clock, *,
-                              timeout: float = CSR_TIMEOUT) -> bytes:
+                              timeout: float = CSR_TIMEOUT, signer: str = CLIENT_SIGNER,
+                              usages: tuple[str, ...] = CLIENT_USAGES) -> bytes:
     """Create the CSR, then list+watch it (by name) until it is issued; the PEM certificate."""
     body = {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
             "metadata": {"generateName": "csr-"},
-            "spec": {"request": base64.b64encode(csr_pem).decode(), "signerName": CLIENT_SIGNER,
-                     "usages": list(CLIENT_USAGES)}}
+            "spec": {"request": base64.b64encode(csr_pem).decode(), "signerName": signer,
+                     "usages": list(usages)}}
     created = await client.create(CSR_PATH, body)
     name, uid = created["metadata"]["name"], created["metadata"].get("uid")
-    log.info("waiting for the client certificate", extra={"kv": {"csr": name}})
+    log.info("waiting for the certificate", extra={"kv": {"csr": name, "signer": signer}})
     watch = ListWatch(client, CSR_PATH, clock, field_selector=f"metadata.name={name}")
     async with asyncio.timeout(timeout):
         async for event in watch.events():
@@ -171,7 +175,7 @@ async def request_certificate(client: RestClient, csr_pem: bytes, clock: Clock, 
                 if csr.get("metadata", {}).get("uid") != uid:
                     continue
                 if (cert := csr_outcome(csr)) is not None:
-                    log.info("client certificate issued", extra={"kv": {"csr": name}})
+                    log.info("certificate issued", extra={"kv": {"csr": name, "signer": signer}})
                     return cert
     raise CertificateError(f"certificate signing request {name} ended without a certificate")
 

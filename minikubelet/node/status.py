@@ -22,6 +22,12 @@ from minikubelet.node.machine import MachineInfo
 Json = dict[str, Any]
 
 KUBELET_PORT = 10250  # upstream's default `port`: where the API server reaches the kubelet
+# The one switch for declaring ExtendWebSocketsToKubelet (status.declaredFeatures; the 1.36 kubelet does): an
+# API server then passes kubectl's WebSocket straight through for exec, attach and port-forward instead of
+# translating to SPDY. Only a node whose /exec, /attach and /portForward all serve WebSocket may declare it; ours
+# do (v5/v4 channels, and the SPDY tunnel for port-forward), so it is on; the feature gate overrides it.
+DECLARE_EXTEND_WEBSOCKETS_TO_KUBELET = True
+EXTEND_WEBSOCKETS_TO_KUBELET = "ExtendWebSocketsToKubelet"
 MAX_IMAGES = 50  # nodeStatusMaxImages
 MAX_NAMES_PER_IMAGE = 5
 CONDITION_ORDER = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
@@ -46,6 +52,7 @@ class NodeStatusInputs:
     disk_pressure: bool = False
     pid_pressure: bool = False
     runtime_errors: tuple[str, ...] = ()  # container runtime down, PLEG unhealthy, ...
+    declared_features: tuple[str, ...] = ()
 
 
 def binary_si(value: Fraction) -> str:
@@ -121,6 +128,21 @@ def set_images(node: Json, inputs: NodeStatusInputs) -> None:
     node.setdefault("status", {})["images"] = [
         {"names": [*i.repo_digests, *i.repo_tags][:MAX_NAMES_PER_IMAGE], "sizeBytes": i.size} for i in ordered
     ]
+
+
+def declared_features(feature_gates: Mapping[str, bool]) -> tuple[str, ...]:
+    """What the node declares: the ExtendWebSocketsToKubelet gate when set, else the switch above."""
+    if feature_gates.get(EXTEND_WEBSOCKETS_TO_KUBELET, DECLARE_EXTEND_WEBSOCKETS_TO_KUBELET):
+        return (EXTEND_WEBSOCKETS_TO_KUBELET,)
+    return ()
+
+
+def set_declared_features(node: Json, inputs: NodeStatusInputs) -> None:
+    status = node.setdefault("status", {})
+    if inputs.declared_features:
+        status["declaredFeatures"] = sorted(inputs.declared_features)
+    else:
+        status.pop("declaredFeatures", None)
 
 
 def set_go_runtime(node: Json, inputs: NodeStatusInputs) -> None:
@@ -205,6 +227,7 @@ def set_node_status(node: Json, inputs: NodeStatusInputs, now: float) -> list[tu
     set_version_info(node, inputs)
     set_daemon_endpoints(node, inputs)
     set_images(node, inputs)
+    set_declared_features(node, inputs)
     set_go_runtime(node, inputs)
     set_pressure_condition(node, "MemoryPressure", inputs.memory_pressure, ts, events)
     set_pressure_condition(node, "DiskPressure", inputs.disk_pressure, ts, events)

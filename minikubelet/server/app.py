@@ -41,6 +41,10 @@ class KubeletServer:
         self.sites: list[BoundedSite] = []
         self.stats: StatsHandlers | None = None  # set by the agent before serving
 
+    @property
+    def health(self) -> HealthCheck:
+        return self._health
+
     def app(self) -> web.Application:
         app = bounded_app(self.limits)
         app.router.add_get("/healthz", self.healthz)

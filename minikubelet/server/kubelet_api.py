@@ -1,17 +1,24 @@
 """The authenticated kubelet API on `port` (10250): upstream `pkg/kubelet/server/server.go`'s secure server.
 
-Every request is authenticated and authorized first (see `auth.py`); then /healthz, /pods, /metrics as on the
-read-only port, /containerLogs, /exec and /attach. Paths with `.`/`..` segments are refused (404) before anything else:
-Go's mux would redirect them to the cleaned path, and nothing here serves files, but a route must never see them.
+Every request is authenticated and authorized first (see `auth.py`); then /healthz (+ /healthz/ping, log,
+syncloop), /pods, /runningpods/, /configz, /metrics, /stats/summary and /metrics/resource|cadvisor, /logs/ (the
+node's /var/log), /containerLogs, /exec, /attach, /portForward and /checkpoint (answered as a runtime without
+checkpoint support answers). No /debug/pprof. Before anything else, a path with literal `.`/`..` or empty segments
+is redirected (307) to its cleaned form, as Go's ServeMux does before the kubelet's auth filter runs; encoded ones
+(`%2e%2e`, `%2f`) are 404.
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
+import json
 import logging
 import ssl
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -29,7 +36,8 @@ from cri.types import (
 )
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
-from minikubelet.server.app import KubeletServer
+from minikubelet.node.serving_certificate import ServingCertificateManager
+from minikubelet.server.app import HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
 from minikubelet.server.exec import (
     ExecOptions,
@@ -42,6 +50,7 @@ from minikubelet.server.exec import (
     serve_websocket_exec,
 )
 from minikubelet.server.logs import LogOptionsError, LogReader, parse_log_options
+from minikubelet.server.node_logs import NodeLogs
 from minikubelet.server.port_forward import (
     Target,
     serve_spdy_port_forward,
@@ -52,12 +61,15 @@ from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
 from minikubelet.server.streaming import channel_codec, negotiation
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
+from minikubelet.server.streaming.idle import IdleClosingWebSocket
 
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
 MAX_WS_MESSAGE = 1024 * 1024
 PORT_FORWARD_MAX_STREAMS = 256
 MAX_CHANNEL_PORTS = 127  # two channels per port, and a channel number is one byte (0xFF is the close signal)
+CHECKPOINT_UNIMPLEMENTED = "rpc error: code = Unimplemented desc = method CheckpointContainer not implemented"
+Json = dict[str, Any]
 _ANNOTATION_RESTART = "io.kubernetes.container.restartCount"
 
 
@@ -65,9 +77,49 @@ def _text(status: int, text: str) -> web.Response:
     return web.Response(status=status, text=text, content_type="text/plain", charset="utf-8")
 
 
+def _plain(status: int, text: str) -> web.Response:
+    resp = _text(status, text)
+    resp.headers["X-Content-Type-Options"] = "nosniff"
+    return resp
+
+
+def clean_path(path: str) -> str:
+    """Go's ServeMux cleanPath: path.Clean rooted at `/`, keeping a trailing slash."""
+    out: list[str] = []
+    for seg in path.split("/"):
+        if seg in ("", "."):
+            continue
+        if seg == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(seg)
+    cleaned = "/" + "/".join(out)
+    if path.endswith("/") and cleaned != "/":
+        cleaned += "/"
+    return cleaned
+
+
+def _redirect_307(location: str) -> web.Response:
+    resp = web.Response(status=307, text=f'<a href="{html.escape(location)}">Temporary Redirect</a>.\n\n',
+                        content_type="text/html", charset="utf-8")
+    resp.headers["Location"] = location
+    return resp
+
+
+@dataclass(frozen=True)
+class SurfaceOptions:
+    """What the rest of the surface needs from the agent."""
+
+    config: Json = field(default_factory=dict)  # the /configz body
+    health: HealthCheck | None = None  # (name, error) checks; "ping" and "syncloop" are served
+    node_logs: NodeLogs = field(default_factory=NodeLogs)
+
+
 class KubeletAPI:
     def __init__(self, base: KubeletServer, node: str, pods: Callable[[], Iterable[Pod]], runtime: Runtime,
                  streaming: StreamingRuntime | None, authn: Authenticator, authz: Authorizer,
+                 surface: SurfaceOptions | None = None,
                  idle_timeout: float = ConnectionOptions().idle_timeout) -> None:
         self.base = base
         self.node = node
@@ -76,18 +128,27 @@ class KubeletAPI:
         self.streaming = streaming
         self.authn = authn
         self.authz = authz
+        self.surface = surface or SurfaceOptions()
         self.idle_timeout = idle_timeout  # streamingConnectionIdleTimeout
+        self.background: list[asyncio.Task[None]] = []  # e.g. the serving certificate's renewal
+        self.serving_certificates: ServingCertificateManager | None = None
 
     def app(self) -> web.Application:
         app = bounded_app(self.base.limits)
         app.middlewares.append(self._guard)
-        app.router.add_get("/healthz", self.base.healthz)
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/healthz/{check}", self.healthz_check)
         app.router.add_get("/pods", self.base.pods)
         app.router.add_get("/pods/", self.base.pods)
+        app.router.add_get("/runningpods/", self.running_pods)
+        app.router.add_get("/configz", self.configz)
         app.router.add_get("/metrics", self.base.metrics)
         if self.base.stats is not None:
             self.base.stats.add_routes(app)
+        app.router.add_get("/logs", self.logs_root)
+        app.router.add_get("/logs/{tail:.*}", self.surface.node_logs.serve)
         app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self.container_logs)
+        app.router.add_post("/checkpoint/{ns}/{pod}/{container}", self.checkpoint)
         for method in ("GET", "POST"):
             app.router.add_route(method, "/exec/{ns}/{pod}/{container}", self.exec)
             app.router.add_route(method, "/attach/{ns}/{pod}/{container}", self.attach)
@@ -97,9 +158,13 @@ class KubeletAPI:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        segments = request.raw_path.split("?", 1)[0].split("/")[1:]
-        if any(s.lower() in (".", "..", "%2e", "%2e%2e", ".%2e", "%2e.") or "%2f" in s.lower() for s in segments):
+        raw = request.raw_path.split("?", 1)[0]
+        segments = raw.split("/")[1:]
+        if any(s.lower() in ("%2e", "%2e%2e", ".%2e", "%2e.") or "%2f" in s.lower() for s in segments):
             return _text(404, "404 page not found\n")
+        if (cleaned := clean_path(raw)) != raw:
+            query = request.raw_path[len(raw):]
+            return _redirect_307(cleaned + query)
         der: bytes | None = None
         ssl_obj = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
         if isinstance(ssl_obj, ssl.SSLObject):
@@ -120,7 +185,85 @@ class KubeletAPI:
                               f"subresource(s)=[{' '.join(a.subresource for a in attrs)}])\n")
         if not ok:
             return _text(403, forbidden_message(attrs))
-        return await handler(request)
+        try:
+            return await handler(request)
+        except web.HTTPNotFound:
+            return _plain(404, "404 page not found\n")  # no such route: Go's mux's answer
+
+    async def _checks(self) -> list[tuple[str, str | None]]:
+        """Upstream's checkers in its order: ping, log, syncloop."""
+        found = dict(await self.surface.health()) if self.surface.health is not None else {}
+        return [("ping", None), ("log", None), ("syncloop", found.get("syncloop"))]
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        excluded = set(request.query.getall("exclude", []))
+        checks = [(n, e) for n, e in await self._checks() if n not in excluded]
+        failed = any(e for _, e in checks)
+        if not failed and "verbose" not in request.query:
+            return _plain(200, "ok")
+        body = "".join(f"[+]{n} ok\n" if not e else f"[-]{n} failed: reason withheld\n" for n, e in checks)
+        body += "healthz check failed\n" if failed else "healthz check passed\n"
+        return _plain(500 if failed else 200, body)
+
+    async def healthz_check(self, request: web.Request) -> web.Response:
+        checks = dict(await self._checks())
+        name = request.match_info["check"]
+        if name not in checks:
+            return _text(404, "404 page not found\n")
+        if (err := checks[name]) is not None:
+            return _plain(500, f"internal server error: {err}\n")
+        return _plain(200, "ok")
+
+    async def configz(self, _request: web.Request) -> web.Response:
+        resp = web.Response(body=json.dumps(self.surface.config, separators=(",", ":")).encode(),
+                            content_type="application/json")
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        return resp
+
+    async def logs_root(self, _request: web.Request) -> web.Response:
+        return web.Response(status=301, headers={"Location": "/logs/"})
+
+    async def running_pods(self, _request: web.Request) -> web.Response:
+        """Upstream getRunningPods: the runtime's running pods as bare v1 Pods (ToAPIPod)."""
+        pods: dict[str, Json] = {}
+
+        def entry(uid: str, name: str, ns: str) -> Json:
+            return pods.setdefault(uid, {"metadata": {"name": name, "namespace": ns, "uid": uid},
+                                         "spec": {"containers": None}, "status": {}})
+
+        try:
+            sandboxes = await self.runtime.list_pod_sandboxes()
+            containers = await self.runtime.list_containers()
+        except RuntimeError_ as exc:
+            return _text(500, f"{exc}\n")
+        for sb in sandboxes:
+            if sb.state is SandboxState.READY:
+                entry(sb.metadata.uid, sb.metadata.name, sb.metadata.namespace)
+        for c in containers:
+            if c.state is not ContainerState.RUNNING:
+                continue
+            uid = c.labels.get(LABEL_POD_UID, "")
+            pod = entry(uid, c.labels.get(LABEL_POD_NAME, ""), c.labels.get(LABEL_POD_NAMESPACE, ""))
+            pod["spec"]["containers"] = [*(pod["spec"]["containers"] or []),
+                                         {"name": c.metadata.name, "image": c.image, "resources": {}}]
+        body = {"kind": "PodList", "apiVersion": "v1", "metadata": {},
+                "items": sorted(pods.values(), key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))}
+        return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json")
+
+    async def checkpoint(self, request: web.Request) -> web.Response:
+        """ContainerCheckpoint is on in 1.36; neither runtime here implements CheckpointContainer, so a request
+        that names an existing container gets the runtime's Unimplemented answer wrapped as upstream does."""
+        ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
+        pod = self._pod(ns, name)
+        if pod is None:
+            return _plain(404, "pod does not exist")
+        if podview.PodView.of(pod).find(container) is None:
+            return _plain(404, f"container {container} does not exist")
+        timeouts = request.query.getall("timeout", [])
+        if timeouts and not timeouts[-1].lstrip("-").isdigit():
+            return _plain(404, "cannot parse value of timeout parameter")
+        return _plain(500, f"checkpointing of {ns}/{name}/{container} failed "
+                           f"({CHECKPOINT_UNIMPLEMENTED})")
 
     def _pod(self, ns: str, name: str) -> Pod | None:
         return next((p for p in self._pods() if podview.namespace(p) == ns and podview.name(p) == name), None)
@@ -235,7 +378,11 @@ class KubeletAPI:
                                    heartbeat=None, autoping=True)
         await ws.prepare(request)
         protocol = ws.ws_protocol or ""
-        await serve_websocket_exec(ChannelWebSocket(ws, protocol, len(channel_codec.Channel)), opts, remote)
+        idle = IdleClosingWebSocket(ws, self.idle_timeout)
+        try:
+            await serve_websocket_exec(ChannelWebSocket(idle, protocol, len(channel_codec.Channel)), opts, remote)
+        finally:
+            await idle.stop()
         return ws
 
     async def _stream_spdy(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
@@ -253,7 +400,8 @@ class KubeletAPI:
         reader = protocol.hijack()
         transport.write(result.response())
         writer = _TransportWriter(protocol, transport)
-        await serve_spdy_exec(SpdyConnection(reader, writer), result.protocol, opts, remote)
+        await serve_spdy_exec(SpdyConnection(reader, writer, ConnectionOptions(idle_timeout=self.idle_timeout)),
+                              result.protocol, opts, remote)
         transport.close()
         # aiohttp still finishes "the response": on a closed transport that writes nothing.
         resp = web.Response(status=101)

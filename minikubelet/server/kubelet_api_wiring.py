@@ -3,22 +3,31 @@
 Off unless `port` is set, or the agent joined a cluster (then 10250, as upstream). Authentication by client
 certificate (`authentication.x509.clientCAFile`), TokenReview (`authentication.webhook.enabled`, joined only)
 and anonymous (`authentication.anonymous.enabled`); authorization `Webhook` (SubjectAccessReview, the default
-when joined) or `AlwaysAllow` (the default standalone, where there is no API server to ask).
+when joined) or `AlwaysAllow` (the default standalone, where there is no API server to ask). The serving
+certificate comes from a CSR when `serverTLSBootstrap` is set (joined only; renewed before it expires), else
+from `tlsCertFile`/`tlsPrivateKeyFile`, else a self-signed pair under the root dir.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import ssl
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from cri.runtime import Runtime
 from cri.streaming import StreamingRuntime
+from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.podview import Pod
+from minikubelet.config.configz import served_config
 from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.kubeapi.rest import RestClient
+from minikubelet.node.serving_certificate import ServingCertificateManager
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.auth import AlwaysAllow, Authenticator, Json, ReviewPoster, WebhookAuthorizer
-from minikubelet.server.kubelet_api import KubeletAPI
+from minikubelet.server.kubelet_api import KubeletAPI, SurfaceOptions
 from minikubelet.server.tls import serving_context
 
 log = logging.getLogger("minikubelet.server")
@@ -34,10 +43,27 @@ def _poster(client: RestClient) -> ReviewPoster:
     return post
 
 
+def effective_port(cfg: KubeletConfig, joined: bool) -> int:
+    return cfg.port if cfg.port >= 0 else (DEFAULT_PORT if joined else 0)
+
+
+def _serve_certificate_from(ctx: ssl.SSLContext) -> Callable[[str], None]:
+    def load(bundle: str) -> None:
+        # New handshakes use the new pair; connections already open keep theirs, as upstream.
+        ctx.load_cert_chain(bundle)
+
+    return load
+
+
+def _log_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("serving certificate manager stopped", exc_info=exc)
+
+
 async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined: bool, client: RestClient | None,
                             node_name: str, host_ip: str, pods: Callable[[], Iterable[Pod]], runtime: Runtime,
-                            streaming: StreamingRuntime | None) -> KubeletAPI | None:
-    port = cfg.port if cfg.port >= 0 else (DEFAULT_PORT if joined else 0)
+                            streaming: StreamingRuntime | None, clock: Clock | None = None) -> KubeletAPI | None:
+    port = effective_port(cfg, joined)
     if not port:
         return None
     mode = cfg.authorization_mode or ("Webhook" if client is not None else "AlwaysAllow")
@@ -45,12 +71,28 @@ async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined
         raise ValueError("authorization: mode Webhook needs an API server (--kubeconfig)")
     authn = Authenticator(anonymous=cfg.authentication.anonymous_enabled,
                           token_review=_poster(client) if client is not None and cfg.authentication.webhook_enabled
-                          else None)
+                          else None, cache_ttl=cfg.authentication.webhook_cache_ttl)
     authz = WebhookAuthorizer(_poster(client)) if mode == "Webhook" and client is not None else AlwaysAllow()
+    # As upstream, serverTLSBootstrap wins over tlsCertFile; standalone there is nobody to send a CSR to.
+    bootstrap = cfg.server_tls_bootstrap and client is not None
     ctx = serving_context(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.authentication.client_ca_file,
-                          root_dir=cfg.root_dir, host=node_name, ips=[host_ip])
-    api = KubeletAPI(server, node_name, pods, runtime, streaming, authn, authz,
+                          root_dir=cfg.root_dir, host=node_name, ips=[host_ip], min_version=cfg.tls_min_version,
+                          cipher_suites=cfg.tls_cipher_suites, bootstrap=bootstrap)
+    served = replace(cfg, port=port, authorization_mode=mode)
+    surface = SurfaceOptions(config=served_config(served), health=server.health)
+    api = KubeletAPI(server, node_name, pods, runtime, streaming, authn, authz, surface,
                      idle_timeout=cfg.streaming_connection_idle_timeout)
+    if bootstrap and client is not None:
+        manager = ServingCertificateManager(os.path.join(cfg.root_dir, "pki"), node_name,
+                                            lambda: [("InternalIP", host_ip), ("Hostname", node_name)],
+                                            clock or RealClock(), client, _serve_certificate_from(ctx))
+        if manager.current() is not None:
+            ctx.load_cert_chain(manager.store.current_path)
+        task = asyncio.create_task(manager.run(), name="serving-certificate")
+        task.add_done_callback(_log_end)
+        api.background.append(task)
+        api.serving_certificates = manager
     await server.serve(cfg.address, port, api.app(), ctx)
-    log.info("kubelet API serving", extra={"kv": {"address": cfg.address, "port": port, "authorization": mode}})
+    log.info("kubelet API serving", extra={"kv": {"address": cfg.address, "port": port, "authorization": mode,
+                                                  "serverTLSBootstrap": bootstrap}})
     return api

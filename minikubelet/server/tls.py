@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from minikubelet.config.tls_names import TLS_VERSIONS, openssl_cipher_list
+
 SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
 
 
@@ -60,15 +62,33 @@ def write_self_signed(cert_path: str, key_path: str, host: str, ips: list[str]) 
     os.replace(cert_path + ".tmp", cert_path)
 
 
-def serving_context(cert_file: str, key_file: str, client_ca_file: str, *, root_dir: str, host: str,
-                    ips: list[str]) -> ssl.SSLContext:
-    if not cert_file or not key_file:
-        cert_file, key_file = self_signed_paths(root_dir)
-        if not (os.path.exists(cert_file) and os.path.exists(key_file)):
-            write_self_signed(cert_file, key_file, host, ips)
+def tls_context(min_version: str = "", cipher_suites: tuple[str, ...] = ()) -> ssl.SSLContext:
+    """A server context with `tlsMinVersion` and `tlsCipherSuites` (Go names) applied and no certificate yet."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    ctx.load_cert_chain(cert_file, key_file)
+    ctx.minimum_version = ssl.TLSVersion[TLS_VERSIONS[min_version]] if min_version else ssl.TLSVersion.TLSv1_2
+    if cipher_suites:
+        ciphers = openssl_cipher_list(cipher_suites)
+        if ciphers:
+            try:
+                ctx.set_ciphers(ciphers)
+            except ssl.SSLError:
+                raise ValueError(f"tlsCipherSuites: none of {', '.join(cipher_suites)} is available in this "
+                                 f"OpenSSL ({ssl.OPENSSL_VERSION})") from None
+    return ctx
+
+
+def serving_context(cert_file: str, key_file: str, client_ca_file: str, *, root_dir: str, host: str,
+                    ips: list[str], min_version: str = "", cipher_suites: tuple[str, ...] = (),
+                    bootstrap: bool = False) -> ssl.SSLContext:
+    """`bootstrap` (serverTLSBootstrap): no certificate until the CSR is issued (the caller loads it); until
+    then handshakes fail, as upstream's GetCertificate returning none."""
+    ctx = tls_context(min_version, cipher_suites)
+    if not bootstrap:
+        if not cert_file or not key_file:
+            cert_file, key_file = self_signed_paths(root_dir)
+            if not (os.path.exists(cert_file) and os.path.exists(key_file)):
+                write_self_signed(cert_file, key_file, host, ips)
+        ctx.load_cert_chain(cert_file, key_file)
     if client_ca_file:
         ctx.load_verify_locations(cafile=client_ca_file)
         ctx.verify_mode = ssl.CERT_OPTIONAL

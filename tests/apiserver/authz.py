@@ -83,6 +83,12 @@ def pod_references(pod: Json) -> dict[str, set[str]]:
 class Authorizer:
     def __init__(self, store: Store) -> None:
         self.store = store
+        # what a test's ClusterRoleBindings would give: (user or group, API group, resource[/sub], verbs)
+        self.grants: list[tuple[str, str, str, tuple[str, ...]]] = []
+
+    def grant(self, subject: str, resource: str, verbs: tuple[str, ...], group: str = "") -> None:
+        """Allow `subject` (a user or group name) `verbs` on `resource` (`nodes/log`, `pods/exec`, ...)."""
+        self.grants.append((subject, group, resource, verbs))
 
     def authorize(self, a: Attributes) -> tuple[bool, str]:
         """(allowed, reason): the reason is appended to the 403 message when denied."""
@@ -161,6 +167,8 @@ class Authorizer:
         if "system:nodes" in groups or "system:bootstrappers" in groups:
             rules.append(("certificates.k8s.io", "certificatesigningrequests", ("create", "get", "list", "watch")))
         res = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
+        subjects = {a.user.name, *groups}
+        rules += [(g, r, verbs) for who, g, r, verbs in self.grants if who in subjects]
         return any(g == a.group and r == res and a.verb in verbs for g, r, verbs in rules)
 
 

@@ -22,6 +22,7 @@ from tests.apiserver import auth, pki
 from tests.apiserver.authz import Authorizer
 from tests.apiserver.client import Client, Identity
 from tests.apiserver.controllers import CsrController
+from tests.apiserver.proxy import KubeletProxy
 from tests.apiserver.registry import Registry, Violation
 from tests.apiserver.server import Faults, Handler
 from tests.apiserver.store import Store
@@ -58,6 +59,7 @@ class ApiServer:
                                 ips=(host, "127.0.0.1"))
         self._ssl = pki.server_ssl_context(self.ca, serving, workdir / "pki")
         self._runner: web.AppRunner | None = None
+        self.kubelet_proxy = KubeletProxy(self)
 
     @property
     def url(self) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from tests.apiserver import errors, reviews, selectors
+from tests.apiserver import discovery, errors, reviews, selectors
 from tests.apiserver.auth import ANONYMOUS, User, from_certificate
 from tests.apiserver.authz import Attributes
 from tests.apiserver.resources import BY_PATH, Resource
@@ -28,6 +28,8 @@ VERSION: Json = {
     "compiler": "gc", "platform": "linux/amd64",
 }
 _TRUE = ("1", "true")
+_NODE_PROXY = re.compile(r"^/api/v1/nodes/(?P<name>[^/]+)/proxy(?P<rest>/.*)?$")
+_POD_KUBELET = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods/(?P<name>[^/]+)/(?P<sub>log|exec|attach|portforward)$")
 
 
 @dataclass
@@ -156,6 +158,15 @@ class Handler:
             raise errors.forbidden(res, a.name, message)
 
     async def dispatch(self, request: web.Request, user: User) -> web.StreamResponse:
+        if (m := _NODE_PROXY.match(request.path)) is not None:
+            return await self.api.kubelet_proxy.node_proxy(request, user, m["name"], m["rest"] or "", self.authorize)
+        if (m := _POD_KUBELET.match(request.path)) is not None:
+            if m["sub"] == "log":
+                if request.method != "GET":
+                    raise errors.method_not_allowed()
+                return await self.api.kubelet_proxy.pod_log(request, user, m["ns"], m["name"], self.authorize)
+            return await self.api.kubelet_proxy.pod_stream(request, user, m["ns"], m["name"], m["sub"],
+                                                           self.authorize)
         query = dict(request.query)
         info = parse_path(request.method, request.path, query)
         if info is None or info.res is None:
@@ -174,6 +185,8 @@ class Handler:
         if path == "/version":
             return web.Response(text=json.dumps(VERSION, indent=2), content_type="application/json",
                                 headers={"Cache-Control": "no-cache, private"})
+        if request.method == "GET" and (doc := discovery.document(path, request.host)) is not None:
+            return json_response(doc)
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok", content_type="text/plain",
                                 headers={"Cache-Control": "no-cache, private", "X-Content-Type-Options": "nosniff"})

@@ -1,0 +1,124 @@
+"""kube-apiserver's StreamTranslator for exec/attach: kubectl's WebSocket (`v5.channel.k8s.io`) on one side, a
+SPDY/3.1 connection to a kubelet that does not declare ExtendWebSocketsToKubelet on the other, as recorded in
+`exec-*-spdy` (the POST upgrade offering v5 down to `channel.k8s.io`, one client stream per channel with a
+`streamtype` header in the order error, stdin, stdout, stderr, resize; end of stdin as an empty DATA+FIN).
+
+The frames are the agent's own SPDY codec (`minikubelet.server.streaming.spdy`); this is the client half the
+agent does not need. Windows are not enforced (spdystream does not either); the kubelet's WINDOW_UPDATEs are
+read and ignored; PINGs are echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+
+from minikubelet.server.streaming import spdy
+
+OFFERED = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
+MAX_HEAD = 16 * 1024
+STDIN, STDOUT, STDERR, ERROR, RESIZE = 0, 1, 2, 3, 4
+
+
+class UpgradeRefused(Exception):
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(body)
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class SpdyClient:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    protocol: str
+    encoder: spdy.FrameEncoder = field(default_factory=spdy.FrameEncoder)
+    decoder: spdy.FrameDecoder = field(default_factory=spdy.FrameDecoder)
+    next_id: int = 1
+
+    async def send(self, frame: spdy.Frame) -> None:
+        self.writer.write(self.encoder.encode(frame))
+        await self.writer.drain()
+
+    async def open(self, streamtype: str) -> int:
+        stream_id, self.next_id = self.next_id, self.next_id + 2
+        await self.send(spdy.SynStream(stream_id, (("streamtype", streamtype),)))
+        return stream_id
+
+
+async def connect(host: str, port: int, ctx: ssl.SSLContext, target: str) -> SpdyClient:
+    """The POST upgrade; raises UpgradeRefused with the kubelet's answer when it is not a 101."""
+    reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
+    head = [f"POST {target} HTTP/1.1", f"Host: {host}:{port}", "User-Agent: Go-http-client/1.1",
+            "Content-Length: 0", "Connection: Upgrade", "Upgrade: SPDY/3.1",
+            *(f"X-Stream-Protocol-Version: {p}" for p in OFFERED)]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+    raw = await reader.readuntil(b"\r\n\r\n")
+    if len(raw) > MAX_HEAD:
+        raise UpgradeRefused(502, "response head too large")
+    lines = raw.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines[1:] if line)}
+    if status != 101:
+        length = int(headers.get("content-length", "0") or 0)
+        body = (await reader.readexactly(min(length, 4096))).decode(errors="replace") if length else ""
+        writer.close()
+        raise UpgradeRefused(status, body.strip())
+    return SpdyClient(reader, writer, headers.get("x-stream-protocol-version", ""))
+
+
+async def translate(ws: web.WebSocketResponse, client: SpdyClient, *, stdin: bool, stdout: bool, stderr: bool,
+                    tty: bool) -> None:
+    """Relay until the kubelet ends the SPDY connection, then close the WebSocket (1000)."""
+    channel_of: dict[int, int] = {}
+    stream_of: dict[int, int] = {}
+    for kind, channel, wanted in (("error", ERROR, True), ("stdin", STDIN, stdin), ("stdout", STDOUT, stdout),
+                                  ("stderr", STDERR, stderr and not tty), ("resize", RESIZE, tty)):
+        if wanted:
+            sid = await client.open(kind)
+            channel_of[sid], stream_of[channel] = channel, sid
+    await ws.send_bytes(bytes([STDOUT]))  # the v5 server's first message, as the kubelet's own WebSocket
+    error = bytearray()
+
+    async def from_kubelet() -> None:
+        while data := await client.reader.read(64 * 1024):
+            for frame in client.decoder.feed(data):
+                if isinstance(frame, spdy.DataFrame) and frame.stream_id in channel_of:
+                    channel = channel_of[frame.stream_id]
+                    if channel == ERROR:
+                        error.extend(frame.data)
+                    elif frame.data:
+                        await ws.send_bytes(bytes([channel]) + frame.data)
+                elif isinstance(frame, spdy.Ping):
+                    await client.send(frame)
+                elif isinstance(frame, spdy.GoAway):
+                    return
+
+    async def from_client() -> None:
+        async for msg in ws:
+            if msg.type != aiohttp.WSMsgType.BINARY or not msg.data:
+                continue
+            channel, payload = msg.data[0], msg.data[1:]
+            if channel == 0xFF and payload[:1] == bytes([STDIN]) and STDIN in stream_of:
+                await client.send(spdy.DataFrame(stream_of[STDIN], b"", fin=True))
+            elif channel in (STDIN, RESIZE) and channel in stream_of:
+                await client.send(spdy.DataFrame(stream_of[channel], bytes(payload)))
+
+    upstream = asyncio.create_task(from_kubelet())
+    downstream = asyncio.create_task(from_client())
+    try:
+        await asyncio.wait({upstream, downstream}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        downstream.cancel()
+        upstream.cancel()
+        await asyncio.gather(upstream, downstream, return_exceptions=True)
+        client.writer.close()
+    with contextlib.suppress(ConnectionError):
+        if error:
+            await ws.send_bytes(bytes([ERROR]) + bytes(error))
+        await ws.close()
