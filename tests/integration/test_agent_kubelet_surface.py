@@ -226,11 +226,12 @@ async def test_serving_certificate_logs_exec_and_node_proxy(tmp_path: Path, api:
         assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "3"}]
         assert ("GET", "/exec/default/talker/main?command=sh&command=-c&command=echo+%24%28%2840%2B2%29%29"
                        "&error=1&output=1") in api.kubelet_proxy.requests
-        # pods/attach goes the same way; /attach is not served by this kubelet yet: its 404 comes back as a Status
+        # pods/attach goes the same way; the kubelet's refusal (the container has exited) comes back as is
+        exited = base.replace("/pods/talker/exec", "/pods/follower/attach")
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-            await _ws_exec(base.removesuffix("/exec") + "/attach?stdout=true", admin_ssl)
-        assert refused.value.status == 404
-        assert ("GET", "/attach/default/talker/main?output=1") in api.kubelet_proxy.requests
+            await _ws_exec(exited + "?stdout=true", admin_ssl)
+        assert refused.value.status == 500
+        assert ("GET", "/attach/default/follower/main?output=1") in api.kubelet_proxy.requests
 
         # nodes/proxy: the rest of the surface
         async def proxied(path: str, method: str = "GET") -> tuple[int, Any]:
