@@ -268,8 +268,10 @@ class KubeletAPI:
     def _pod(self, ns: str, name: str) -> Pod | None:
         return next((p for p in self._pods() if podview.namespace(p) == ns and podview.name(p) == name), None)
 
-    async def _containers(self, ns: str, pod: str, container: str) -> list[ContainerStatus]:
-        found = await self.runtime.list_containers({LABEL_POD_NAMESPACE: ns, LABEL_POD_NAME: pod,
+    async def _containers(self, pod: Pod, container: str) -> list[ContainerStatus]:
+        """The pod's containers of that name, newest first. By the pod's uid, as upstream looks them up: a pod
+        deleted and created again under the same name must not see its predecessor's containers."""
+        found = await self.runtime.list_containers({LABEL_POD_UID: podview.uid(pod),
                                                     LABEL_CONTAINER_NAME: container})
         return sorted(found, key=lambda c: (int(c.annotations.get(_ANNOTATION_RESTART, "0") or 0), c.created_at),
                       reverse=True)
@@ -285,7 +287,7 @@ class KubeletAPI:
             return _text(404, f'pod "{name}" does not exist\n')
         if podview.PodView.of(pod).find(container) is None:
             return _text(404, f'container "{container}" not found in pod "{name}"\n')
-        candidates = await self._containers(ns, name, container)
+        candidates = await self._containers(pod, container)
         index = 1 if opts.previous else 0
         if len(candidates) <= index:
             which = "previous terminated" if opts.previous else ""
@@ -323,7 +325,7 @@ class KubeletAPI:
         streaming = self.streaming
         if streaming is None:
             return _text(501, "exec is not supported by this container runtime\n")
-        running = [c for c in await self._containers(ns, name, container) if c.state is ContainerState.RUNNING]
+        running = [c for c in await self._containers(pod, container) if c.state is ContainerState.RUNNING]
         if podview.PodView.of(pod).find(container) is None or not running:
             return _text(500, f'container not found ("{container}")')  # upstream GetExec's running-pod lookup
         cid = running[0].id
@@ -351,7 +353,7 @@ class KubeletAPI:
         if not isinstance(attaching, AttachingRuntime):
             return _text(501, "attach is not supported by this container runtime\n")
         spec = podview.PodView.of(pod).find(container)
-        running = [c for c in await self._containers(ns, name, container) if c.state is ContainerState.RUNNING]
+        running = [c for c in await self._containers(pod, container) if c.state is ContainerState.RUNNING]
         if spec is None or not running:
             return _text(500, f"container {container} not found in pod {name}_{ns}")
         cid = running[0].id

@@ -419,7 +419,8 @@ async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
             return found
 
         node = await agent.wait_for("the Node", registered, timeout=60)
-        assert "declaredFeatures" not in node["status"]  # the default: kubectl's WebSocket is translated to SPDY
+        # the default, as the 1.36 kubelet: kubectl's WebSocket is passed through to the node
+        assert node["status"]["declaredFeatures"] == ["ExtendWebSocketsToKubelet"]
         await admin.create(_pod("talker", agent.node, "echo hello; echo world; while true; do sleep 1; done"))
         await _running_pod(agent, admin, "talker")
 
@@ -439,7 +440,7 @@ async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
         assert code == 0 and json.loads(out)["kubeletconfig"]["port"] == agent.api_port
         # what reached the kubelet is what kube-apiserver sends it
         assert ("GET", "/containerLogs/default/talker/main?tailLines=1") in api.kubelet_proxy.requests
-        assert any(m == "POST" and p.startswith("/exec/default/talker/main?command=sh&command=-c&command=echo") and
+        assert any(m == "GET" and p.startswith("/exec/default/talker/main?command=sh&command=-c&command=echo") and
                    p.endswith("&error=1&output=1") for m, p in api.kubelet_proxy.requests)
     finally:
         await stop_and_clean(agent, docker)

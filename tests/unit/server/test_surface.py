@@ -226,3 +226,32 @@ async def test_running_pods_from_the_runtime(tmp_path: Path) -> None:
         assert (r.status, await r.text()) == (500, "Cannot connect to the Docker daemon\n")
     finally:
         await client.close()
+
+
+async def test_logs_come_from_the_pods_own_containers_not_a_namesakes(tmp_path: Path) -> None:
+    # a pod deleted and created again under the same name: its predecessor's container (newer here) is not it
+    runtime = FakeRuntime(images=["busybox"])
+    for uid in ("u1", "old"):
+        logs = tmp_path / uid
+        logs.mkdir()
+        (logs / "main.log").write_text(f"2026-11-24T00:00:00.000000000Z stdout F from {uid}\n")
+        sandbox = PodSandboxConfig(PodMeta("web", "ns", uid), log_directory=str(logs))
+        sid = await runtime.run_pod_sandbox(sandbox)
+        cid = await runtime.create_container(sid, ContainerConfig(ContainerMeta("main"), "busybox",
+                                                                  log_path="main.log"), sandbox)
+        await runtime.start_container(cid)
+
+    async def health() -> Checks:
+        return []
+
+    pod = {"metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+           "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    base = KubeletServer(lambda: [], health, CollectorRegistry(), lambda _uid: [])
+    api = KubeletAPI(base, "node-1", lambda: [pod], runtime, None, Authenticator(anonymous=True), AlwaysAllow())
+    client = TestClient(TestServer(api.app()))
+    await client.start_server()
+    try:
+        r = await client.get("/containerLogs/ns/web/main")
+        assert (r.status, await r.text()) == (200, "from u1\n")
+    finally:
+        await client.close()
