@@ -1,9 +1,18 @@
-"""python -m bench startup|status-latency|footprint|churn|precision [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|cluster-startup|cluster-footprint [options]"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+
+
+def _counts(text: str) -> list[int]:
+    from bench.common import parse_counts
+
+    try:
+        return parse_counts(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main() -> None:
@@ -25,8 +34,21 @@ def main() -> None:
     s.add_argument("--grace", type=int, default=2)
     s.add_argument("--kills", type=int, default=5)
     s.add_argument("--restarts", type=int, default=4, help="0 skips; 4 takes about 75 s")
+    s = sub.add_parser("cluster-startup", help="pods created through the API at once -> Ready as the API shows them")
+    s.add_argument("--pods", type=_counts, default="1,10,30,100", help="comma-separated pod counts")
+    s = sub.add_parser("cluster-footprint", help="the joined agent's RSS, CPU and API requests, idle with API pods")
+    s.add_argument("--pods", type=_counts, default="0,30,100")
+    s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
     a = p.parse_args()
-    if a.name == "startup":
+    if a.name == "cluster-startup":
+        from bench import cluster_startup
+
+        asyncio.run(cluster_startup.main(a.pods))
+    elif a.name == "cluster-footprint":
+        from bench import cluster_footprint
+
+        asyncio.run(cluster_footprint.main(a.pods, a.duration))
+    elif a.name == "startup":
         from bench import startup
 
         asyncio.run(startup.main([int(x) for x in a.pods.split(",")]))
