@@ -20,6 +20,7 @@ from typing import Any
 
 import aiodocker
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import docker_host
 from tests.apiserver import ApiServer
@@ -113,6 +114,24 @@ class TimedRequests(list[tuple[str, str, str]]):
         return [r for r, _ in rows], [t for _, t in rows]
 
 
+def agent_counts(exposition: str) -> dict[str, float]:
+    """From the agent's /metrics: pod worker syncs by operation and runtime calls by type (cumulative)."""
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == "kubelet_pod_worker_duration_seconds_count":
+                out[f"pod worker {sample.labels.get('operation', '')}"] = sample.value
+            elif sample.name == "kubelet_runtime_operations_total":
+                out[f"runtime {sample.labels.get('operation_type', '')}"] = sample.value
+    return out
+
+
+def counts_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
+    """What happened between two readings, the kinds that moved only, most frequent first."""
+    moved = {k: int(v - before.get(k, 0.0)) for k, v in after.items() if v != before.get(k, 0.0)}
+    return dict(sorted(moved.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def api_pod(name: str, node: str) -> Json:
     """A pod bound to `node` as the scheduler leaves it: one `sleep` container of a local image, no pull, no
     service account token (projected token volumes are not part of this measure)."""
@@ -194,6 +213,12 @@ class Cluster:
     agent: JoinedAgent
     admin: Admin
     requests: TimedRequests
+
+    async def agent_counts(self) -> dict[str, float]:
+        status, text = await self.agent.get_text("/metrics")
+        if status != 200:
+            raise RuntimeError(f"agent /metrics: {status}")
+        return agent_counts(text)
 
 
 def node_ready(node: Json) -> bool:

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.cluster import Cluster, ReadyTimes, api_pod, delete_all, joined_agent, peak_rate, tally
+from bench.cluster import Cluster, ReadyTimes, api_pod, counts_delta, delete_all, joined_agent, peak_rate, tally
 from bench.common import summary, table, write_result
 
 TIMEOUT = 300.0
@@ -17,8 +17,9 @@ LOCAL_POLL = 0.05  # the agent's own view (/pods on its read-only port), for the
 async def follow_local(c: Cluster, local: ReadyTimes) -> None:
     """When the agent itself first reported each pod Running and Ready (the same test as the API's)."""
     while True:
-        now = time.monotonic()
-        for pod in await c.agent.pods():
+        pods = await c.agent.pods()
+        now = time.monotonic()  # Ready by then at the latest
+        for pod in pods:
             local.observe({"type": "MODIFIED", "object": pod}, now)
         await asyncio.sleep(LOCAL_POLL)
 
@@ -51,10 +52,13 @@ async def run(n: int) -> dict[str, Any]:
         names = [f"c{i}" for i in range(n)]
         try:
             await asyncio.sleep(0.2)  # the watch is open before the first create
+            before = await c.agent_counts()
             t0 = time.monotonic()
             await asyncio.gather(*(c.admin.create_pod(api_pod(name, c.agent.node)) for name in names))
             created = time.monotonic() - t0
             await wait_ready(c, tracker, set(names), watch)
+            await asyncio.sleep(2 * LOCAL_POLL)  # the agent's view of the last pods, which may come after the API's
+            work = counts_delta(before, await c.agent_counts())
         finally:
             watch.cancel()
             poll.cancel()
@@ -73,6 +77,7 @@ async def run(n: int) -> dict[str, Any]:
             "agent_requests": len(window_rows), "agent_requests_by_kind": kinds,
             "status_patches_per_pod": kinds.get("PATCH pods/status", 0) / n,
             "peak_requests_per_s": peak_rate([t for _, t in in_window]),
+            "agent_work": work, "pod_syncs_per_pod": work.get("pod worker sync", 0) / n,
             "delete_all": deleted, "samples": lat,
         }
 
@@ -82,8 +87,8 @@ async def main(counts: list[int]) -> None:
         raise SystemExit("cluster-startup: --pods needs counts of at least 1")
     data = [await run(n) for n in counts]
     rows = [[d["pods"], d["latency"]["p50"], d["latency"]["p90"], d["latency"]["p99"], d["total"], d["creates_took"],
-             d["api_lag"]["p50"], d["api_lag"]["p99"], d["status_patches_per_pod"], d["agent_requests"],
+             d["api_lag"]["p50"], d["api_lag"]["p99"], d["pod_syncs_per_pod"], d["status_patches_per_pod"], d["agent_requests"],
              d["peak_requests_per_s"], d["delete_all"]] for d in data]
-    print(table(["pods", "p50 s", "p90", "p99", "total", "creates", "API lag p50", "p99", "status PATCH/pod",
+    print(table(["pods", "p50 s", "p90", "p99", "total", "creates", "API lag p50", "p99", "syncs/pod", "status PATCH/pod",
                  "agent reqs", "peak req/s", "delete all s"], rows))
     print("results:", write_result("cluster-startup", {"runs": data}))

@@ -7,8 +7,19 @@ import copy
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
-from bench.cluster import ReadyTimes, TimedRequests, is_ready, peak_rate, request_kind, tally
+from bench.cluster import (
+    ReadyTimes,
+    TimedRequests,
+    agent_counts,
+    counts_delta,
+    is_ready,
+    peak_rate,
+    request_kind,
+    tally,
+)
+from minikubelet.metrics import Metrics
 from tests.fixtures import load
 
 Json = dict[str, Any]
@@ -99,3 +110,23 @@ def test_timed_requests_keep_the_arrival_time_of_each_request() -> None:
     rows, times = log.since(log.times[1], "u")
     assert rows == [("u", "PUT", "/c")] and times == [log.times[2]]
     assert log.times == sorted(log.times)
+
+
+def test_agent_counts_read_the_agents_own_metrics_exposition() -> None:
+    m = Metrics()
+    for _ in range(3):
+        m.pod_worker_duration.labels("sync").observe(0.01)
+    m.pod_worker_duration.labels("kill").observe(1.0)
+    m.runtime_operations.labels("list_podsandbox").inc(7)
+    m.runtime_operations.labels("create_container").inc()
+    counts = agent_counts(generate_latest(m.registry).decode())
+    assert counts == {"pod worker sync": 3.0, "pod worker kill": 1.0, "runtime list_podsandbox": 7.0,
+                      "runtime create_container": 1.0}
+
+
+def test_counts_delta_keeps_what_moved_most_first() -> None:
+    before = {"pod worker sync": 3.0, "runtime list_podsandbox": 7.0, "runtime version": 1.0}
+    after = {"pod worker sync": 13.0, "runtime list_podsandbox": 37.0, "runtime version": 1.0,
+             "runtime create_container": 10.0}
+    assert list(counts_delta(before, after).items()) == [
+        ("runtime list_podsandbox", 30), ("pod worker sync", 10), ("runtime create_container", 10)]
