@@ -39,6 +39,7 @@ def main() -> None:
     s = sub.add_parser("cluster-footprint", help="the joined agent's RSS, CPU and API requests, idle with API pods")
     s.add_argument("--pods", type=_counts, default="0,30,100")
     s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
+    s.add_argument("--settle", type=float, default=15.0, help="seconds between all Ready and the window")
     a = p.parse_args()
     if a.name == "cluster-startup":
         from bench import cluster_startup
@@ -47,7 +48,7 @@ def main() -> None:
     elif a.name == "cluster-footprint":
         from bench import cluster_footprint
 
-        asyncio.run(cluster_footprint.main(a.pods, a.duration))
+        asyncio.run(cluster_footprint.main(a.pods, a.duration, a.settle))
     elif a.name == "startup":
         from bench import startup
 

@@ -10,10 +10,10 @@ from typing import Any
 from bench.cluster import api_pod, delete_all, is_ready, joined_agent, tally
 from bench.common import engine_pids, read_proc, table, write_result
 
-SETTLE = 15.0  # start-up work and the first status resyncs
+SETTLE = 15.0  # start-up work settles; the pods' first periodic resyncs come 60-90 s after their start
 
 
-async def measure(n: int, duration: float) -> dict[str, Any]:
+async def measure(n: int, duration: float, settle: float) -> dict[str, Any]:
     async with joined_agent() as c:
         names = [f"f{i}" for i in range(n)]
         await asyncio.gather(*(c.admin.create_pod(api_pod(name, c.agent.node)) for name in names))
@@ -23,7 +23,7 @@ async def measure(n: int, duration: float) -> dict[str, Any]:
             return len(items) == n and all(is_ready(p) for p in items)
 
         await c.agent.wait_for("all pods Ready in the API", all_ready, 600, interval=0.5)
-        await asyncio.sleep(SETTLE)
+        await asyncio.sleep(settle)
         assert c.agent.proc is not None
         pid = c.agent.proc.pid
         engines = engine_pids()
@@ -34,7 +34,7 @@ async def measure(n: int, duration: float) -> dict[str, Any]:
         rows, _ = c.requests.since(t0, c.agent.user)
         kinds = tally(rows, c.agent.user)
         out = {
-            "pods": n, "seconds": t1 - t0,
+            "pods": n, "seconds": t1 - t0, "settle": settle,
             "agent_rss_mib": a1.rss_bytes / 2**20,
             "agent_cpu_s_per_min": (a1.cpu_seconds - a0.cpu_seconds) / minutes,
             "engine_cpu_s_per_min": {k: (e1[k].cpu_seconds - e0[k].cpu_seconds) / minutes for k in e1},
@@ -45,10 +45,10 @@ async def measure(n: int, duration: float) -> dict[str, Any]:
         return out
 
 
-async def main(counts: list[int], duration: float) -> None:
+async def main(counts: list[int], duration: float, settle: float = SETTLE) -> None:
     rows, data = [], []
     for n in counts:
-        r = await measure(n, duration)
+        r = await measure(n, duration, settle)
         data.append(r)
         eng = r["engine_cpu_s_per_min"]
         rows.append([n, r["agent_rss_mib"], r["agent_cpu_s_per_min"], r["agent_cpu_s_per_min"] / 60 * 100,
