@@ -1,9 +1,18 @@
-"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|cluster-startup|cluster-footprint [options]"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+
+
+def _counts(text: str) -> list[int]:
+    from bench.common import parse_counts
+
+    try:
+        return parse_counts(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main() -> None:
@@ -33,8 +42,22 @@ def main() -> None:
     s.add_argument("--pods", type=int, default=30)
     s.add_argument("--requests", type=int, default=50, help="sequential requests per path")
     s.add_argument("--passes", type=int, default=5, help="housekeeping passes timed in the bench process")
+    s = sub.add_parser("cluster-startup", help="pods created through the API at once -> Ready as the API shows them")
+    s.add_argument("--pods", type=_counts, default="1,10,30,100", help="comma-separated pod counts")
+    s = sub.add_parser("cluster-footprint", help="the joined agent's RSS, CPU and API requests, idle with API pods")
+    s.add_argument("--pods", type=_counts, default="0,30,100")
+    s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
+    s.add_argument("--settle", type=float, default=15.0, help="seconds between all Ready and the window")
     a = p.parse_args()
-    if a.name == "startup":
+    if a.name == "cluster-startup":
+        from bench import cluster_startup
+
+        asyncio.run(cluster_startup.main(a.pods))
+    elif a.name == "cluster-footprint":
+        from bench import cluster_footprint
+
+        asyncio.run(cluster_footprint.main(a.pods, a.duration, a.settle))
+    elif a.name == "startup":
         from bench import startup
 
         asyncio.run(startup.main([int(x) for x in a.pods.split(",")]))

@@ -30,6 +30,17 @@ def docker_host() -> str:
     return host
 
 
+def parse_counts(text: str) -> list[int]:
+    """`--pods 1,10,30`: non-negative pod counts, in the order given."""
+    counts = []
+    for part in text.split(","):
+        part = part.strip()
+        if not (part.isascii() and part.isdigit()):
+            raise ValueError(f"pod counts must be comma-separated non-negative integers, got {text!r}")
+        counts.append(int(part))
+    return counts
+
+
 def percentile(values: list[float], p: float) -> float:
     if not values:
         return float("nan")

@@ -40,6 +40,20 @@ def _terminal_phase(pod: Pod) -> bool:
     return isinstance(status, dict) and status.get("phase") in ("Failed", "Succeeded")
 
 
+def _differs_semantically(old: Pod, new: Pod) -> bool:
+    """upstream podsDifferSemantically: spec, labels, annotations or the deletion fields changed. Anything
+    else (status, resourceVersion, managedFields) makes a reconcile, not an update."""
+    om, nm = podview.meta(old), podview.meta(new)
+    return old.get("spec") != new.get("spec") or any(
+        om.get(k) != nm.get(k) for k in ("labels", "annotations", "deletionTimestamp", "deletionGracePeriodSeconds"))
+
+
+def _has_readiness_gates(pod: Pod) -> bool:
+    """upstream NeedToReconcilePodReadiness needs readiness gates: then a condition another component set can
+    change the pod's Ready condition, and the pod is synced."""
+    return bool((pod.get("spec") or {}).get("readinessGates"))
+
+
 class PodManager:
     def __init__(self, workers: PodWorkers, statuses: StatusManager, admit_handlers: Sequence[PodAdmitHandler],
                  clock: Clock, recorder: EventRecorder,
@@ -69,11 +83,16 @@ class PodManager:
         else:
             for p in update.pods:
                 uid = podview.uid(p)
+                prev = self.desired.get(uid)
                 self.desired[uid] = p
                 if uid in self._waiting:
                     self._waiting[uid] = p
                 elif uid in self.workers:
-                    self.workers.update_pod(p, kill=_deletion_kill(p))
+                    if prev is not None and not _differs_semantically(prev, p) and not _has_readiness_gates(p):
+                        # e.g. our own status write coming back through the API watch: no sync for it
+                        self.workers.reconcile_pod(p)
+                    else:
+                        self.workers.update_pod(p, kill=_deletion_kill(p))
 
     def _remove(self, pod: Pod) -> None:
         uid = podview.uid(pod)

@@ -53,12 +53,14 @@ class PodWorker:
     def wake(self) -> None:
         self._wake.set()
 
-    def update(self, pod: Pod) -> None:
-        """A new version of the same pod (same uid). Ignored once the pod is terminating."""
+    def update(self, pod: Pod, *, sync: bool = True) -> None:
+        """A new version of the same pod (same uid). Ignored once the pod is terminating. `sync=False`: keep it
+        for the next sync without bringing one forward."""
         if self.lifecycle is PodLifecycle.SYNCING and self._kill is None and pod is not self.pod:
             self.pod = pod
             self.view = PodView.of(pod)
-        self.wake()
+        if sync:
+            self.wake()
 
     def kill(self, opts: KillPodOptions | None = None) -> None:
         """Terminate the pod (grace: the override, else the pod's own); a shorter grace given later wins."""
@@ -205,6 +207,13 @@ class PodWorkers:
         if kill is not None:
             w.kill(kill)
         return w
+
+    def reconcile_pod(self, pod: Pod) -> None:
+        """Only the pod's status changed in its source (upstream HandlePodReconcile): the worker keeps the new
+        object (its status carries other owners' conditions) for its next sync, which is not brought forward."""
+        w = self._workers.get(podview.uid(pod))
+        if w is not None:
+            w.update(pod, sync=False)
 
     def remove_pod(self, uid: str) -> None:
         w = self._workers.get(uid)

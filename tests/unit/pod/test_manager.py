@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -184,3 +185,44 @@ async def test_a_node_affinity_refusal_waits_for_the_node_read_again(node: FakeN
     refused = node.statuses.get_pod_status("h1")
     assert refused is not None and refused["phase"] == "Failed" and refused["reason"] == "NodeAffinity"
     assert reads == ["s1", "h1"]  # no second read: the refusal stands
+
+
+def _with_api_status(pod: Pod, status: dict[str, Any], rv: str) -> Pod:
+    """The pod as the API server sends it back after a status write: a new status and resourceVersion."""
+    return {**pod, "metadata": {**pod["metadata"], "resourceVersion": rv}, "status": status}
+
+
+async def test_a_status_only_change_from_the_api_is_kept_without_a_sync(node: FakeNode) -> None:
+    # upstream checkAndUpdatePod → HandlePodReconcile: our own status write coming back through the watch is
+    # not an update of the pod; the worker keeps the new object for its next sync and brings none forward
+    pod = make_pod(uid="u1")
+    node.config.set_source_pods("api", [pod])
+    await node.settle()
+    assert node.phase("u1") == "Running"
+    calls = len(node.runtime.calls)
+    echoed = _with_api_status(pod, {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}, "7")
+    node.config.set_source_pods("api", [echoed])
+    await node.settle()
+    assert node.runtime.ops()[calls:] == []
+    worker = node.workers.get("u1")
+    assert worker is not None and worker.pod is echoed and node.manager.desired["u1"] is echoed
+    # a label change is an update: the worker syncs
+    relabelled = {**echoed, "metadata": {**echoed["metadata"], "labels": {"app": "x"}}}
+    node.config.set_source_pods("api", [relabelled])
+    await node.settle()
+    assert len(node.runtime.calls) > calls and worker.pod is relabelled
+
+
+async def test_a_status_change_of_a_pod_with_readiness_gates_syncs_it(node: FakeNode) -> None:
+    # upstream NeedToReconcilePodReadiness: a controller's condition can change the pod's Ready condition
+    pod = make_pod(uid="u1", readinessGates=[{"conditionType": "example.com/lb"}])
+    node.config.set_source_pods("api", [pod])
+    await node.settle()
+    calls = len(node.runtime.calls)
+    gate = {"type": "example.com/lb", "status": "True"}
+    node.config.set_source_pods("api", [_with_api_status(pod, {"phase": "Running", "conditions": [gate]}, "8")])
+    await node.settle()
+    assert len(node.runtime.calls) > calls
+    status = node.statuses.get_pod_status("u1") or {}
+    ready = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    assert ready["example.com/lb"] == "True" and ready["Ready"] == "True"
