@@ -8,8 +8,6 @@ import asyncio
 import contextlib
 import json
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -24,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.common import docker_host
 from tests.apiserver import ApiServer
-from tests.integration.agent_env import BUSYBOX, AgentProcess, stop_and_clean
+from tests.integration.agent_env import BUSYBOX, JoinedAgent, stop_and_clean
 
 Json = dict[str, Any]
 NAMESPACE = "default"
@@ -141,22 +139,13 @@ def api_pod(name: str, node: str) -> Json:
                                      "command": ["sleep", "3600"]}]}}
 
 
-class JoinedAgent(AgentProcess):
-    """The real agent process with a node kubeconfig (client certificate for system:node:<name>)."""
+class BenchAgent(JoinedAgent):
+    """The real agent process with a node kubeconfig, and the API user it writes as."""
 
     def __init__(self, base: Path, docker: str, api: ApiServer) -> None:
-        super().__init__(base, docker)
-        self.kubeconfig = api.write_kubeconfig(base / "kubelet.conf", api.node_identity(self.node))
+        super().__init__(base, docker, api)
         self.user = f"system:node:{self.node}"
 
-    def start(self) -> None:
-        self.write_config()
-        self._log_fh = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2",
-             "--kubeconfig", str(self.kubeconfig)],
-            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
-        )
 
 
 class Admin:
@@ -210,7 +199,7 @@ class Admin:
 @dataclass
 class Cluster:
     api: ApiServer
-    agent: JoinedAgent
+    agent: BenchAgent
     admin: Admin
     requests: TimedRequests
 
@@ -235,7 +224,7 @@ async def joined_agent() -> AsyncIterator[Cluster]:
         api.handler.requests = requests
         await api.start()
         admin = Admin(api)
-        agent = JoinedAgent(Path(tmp) / "agent", docker_host(), api)
+        agent = BenchAgent(Path(tmp) / "agent", docker_host(), api)
         agent.extra = {"fileCheckFrequency": "20s"}
         docker = aiodocker.Docker(url=agent.docker_host)
         try:

@@ -16,7 +16,7 @@ import json
 import logging
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -388,27 +388,11 @@ class KubeletAPI:
         return ws
 
     async def _stream_spdy(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
-        headers = {k.lower(): request.headers.getall(k) for k in request.headers}
-        result = negotiation.handshake(headers, negotiation.REMOTECOMMAND_SPDY_PROTOCOLS)
-        if isinstance(result, negotiation.Rejected):
-            resp = _text(result.status, result.message + "\n")
-            for k, v in result.headers:
-                resp.headers.add(k, v)
-            return resp
-        protocol = request.protocol
-        transport = request.transport
-        if not isinstance(protocol, BoundedHandler) or transport is None:
-            return _text(500, "cannot take the connection over\n")
-        reader = protocol.hijack()
-        transport.write(result.response())
-        writer = _TransportWriter(protocol, transport)
-        await serve_spdy_exec(SpdyConnection(reader, writer, ConnectionOptions(idle_timeout=self.idle_timeout)),
-                              result.protocol, opts, remote)
-        transport.close()
-        # aiohttp still finishes "the response": on a closed transport that writes nothing.
-        resp = web.Response(status=101)
-        resp.force_close()
-        return resp
+        async def serve(reader: asyncio.StreamReader, writer: _TransportWriter, protocol: str) -> None:
+            conn = SpdyConnection(reader, writer, ConnectionOptions(idle_timeout=self.idle_timeout))
+            await serve_spdy_exec(conn, protocol, opts, remote)
+
+        return await _spdy_takeover(request, negotiation.REMOTECOMMAND_SPDY_PROTOCOLS, serve)
 
     async def port_forward(self, request: web.Request) -> web.StreamResponse:
         ns, name, uid = request.match_info["ns"], request.match_info["pod"], request.match_info.get("uid", "")
@@ -465,25 +449,37 @@ class KubeletAPI:
             return ws
         if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
             return _text(500, "Upgrade request required\n")
-        headers = {k.lower(): request.headers.getall(k) for k in request.headers}
-        result = negotiation.handshake(headers, negotiation.PORTFORWARD_SPDY_PROTOCOLS)
-        if isinstance(result, negotiation.Rejected):
-            resp = _text(result.status, result.message + "\n")
-            for k, v in result.headers:
-                resp.headers.add(k, v)
-            return resp
-        protocol = request.protocol
-        transport = request.transport
-        if not isinstance(protocol, BoundedHandler) or transport is None:
-            return _text(500, "cannot take the connection over\n")
-        reader = protocol.hijack()
-        transport.write(result.response())
-        conn = SpdyConnection(reader, _TransportWriter(protocol, transport), options, reject=stream_rejection)
-        await serve_spdy_port_forward(conn, target)
-        transport.close()
-        resp = web.Response(status=101)
-        resp.force_close()
+
+        async def serve(reader: asyncio.StreamReader, writer: _TransportWriter, _protocol: str) -> None:
+            await serve_spdy_port_forward(SpdyConnection(reader, writer, options, reject=stream_rejection), target)
+
+        return await _spdy_takeover(request, negotiation.PORTFORWARD_SPDY_PROTOCOLS, serve)
+
+
+async def _spdy_takeover(request: web.Request, supported: tuple[str, ...],
+                         serve: Callable[[asyncio.StreamReader, _TransportWriter, str], Awaitable[None]]
+                         ) -> web.StreamResponse:
+    """Negotiate the SPDY/3.1 upgrade, answer our own 101 and take the connection over (aiohttp only treats
+    WebSocket as an upgrade), serve it, then close it."""
+    headers = {k.lower(): request.headers.getall(k) for k in request.headers}
+    result = negotiation.handshake(headers, supported)
+    if isinstance(result, negotiation.Rejected):
+        resp = _text(result.status, result.message + "\n")
+        for k, v in result.headers:
+            resp.headers.add(k, v)
         return resp
+    protocol = request.protocol
+    transport = request.transport
+    if not isinstance(protocol, BoundedHandler) or transport is None:
+        return _text(500, "cannot take the connection over\n")
+    reader = protocol.hijack()
+    transport.write(result.response())
+    await serve(reader, _TransportWriter(protocol, transport), result.protocol)
+    transport.close()
+    # aiohttp still finishes "the response": on a closed transport that writes nothing.
+    resp = web.Response(status=101)
+    resp.force_close()
+    return resp
 
 
 class _TransportWriter:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,8 @@ import aiodocker
 import aiohttp
 import pytest
 import yaml
+
+from tests.apiserver import ApiServer
 
 BUSYBOX = "minikubelet.test/busybox:1.36"
 PAUSE = "registry.k8s.io/pause:3.10"
@@ -52,6 +55,7 @@ class AgentProcess:
         self.cgroup_root = f"/mkltest-agent-{uuid.uuid4().hex[:8]}"
         self.config = base / "config.yaml"
         self.extra: dict[str, Any] = {}
+        self.args: list[str] = []  # flags after --config (flag-only settings, kubeconfigs)
         self.docker_host = docker
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = base / "agent.log"
@@ -80,7 +84,7 @@ class AgentProcess:
         self.write_config()
         self._log_fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2"],
+            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2", *self.args],
             stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -281,3 +285,30 @@ async def stop_and_clean(a: AgentProcess, docker: aiodocker.Docker) -> None:
         if _remove_cgroups(a.cgroup_root):
             break
         await asyncio.sleep(0.1)
+
+
+class JoinedAgent(AgentProcess):
+    """The agent with a node kubeconfig (a client certificate for system:node:<name>); `args`: more flags."""
+
+    def __init__(self, base: Path, docker_host: str, api: ApiServer, *args: str) -> None:
+        super().__init__(base, docker_host)
+        self.kubeconfig = api.write_kubeconfig(base / "kubelet.conf", api.node_identity(self.node))
+        self.args = ["--kubeconfig", str(self.kubeconfig), *args]
+
+
+@contextlib.asynccontextmanager
+async def running_api(workdir: Path, **options: Any) -> AsyncIterator[ApiServer]:
+    """The test API server for one test; it fails the test if the agent wrote what the real one would refuse."""
+    server = ApiServer(workdir, **options)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[ApiServer]:
+    async with running_api(tmp_path / "api", history=500, max_watch_seconds=10) as server:
+        yield server

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +92,9 @@ async def test_admission_refuses_with_the_kubelets_reasons(agent: AgentProcess, 
 class LabelledAgent(AgentProcess):
     """An agent started with --node-labels (a flag only, as upstream)."""
 
-    def start(self) -> None:
-        self.write_config()
-        self._log_fh = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2",
-             "--node-labels", "disktype=ssd,node.kubernetes.io/pool=edge"],
-            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+    def __init__(self, base: Path, docker_host: str) -> None:
+        super().__init__(base, docker_host)
+        self.args = ["--node-labels", "disktype=ssd,node.kubernetes.io/pool=edge"]
 
 
 async def test_node_labels_reach_admission(tmp_path: Path, docker: aiodocker.Docker) -> None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,7 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError, Client
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, stop_and_clean
+from tests.integration.agent_env import AgentProcess, JoinedAgent, stop_and_clean
 
 docker = agent_env.docker
 
@@ -44,34 +42,9 @@ WIDGET = "example.com/widget"
 NODE_WATCH_SETTLE = 1.0
 
 
-class JoinedAgent(AgentProcess):
-    """The agent with a node kubeconfig (system:node:<name>) and `--node-labels`."""
-
-    def __init__(self, base: Path, docker_host: str, api: ApiServer, node_labels: str = "") -> None:
-        super().__init__(base, docker_host)
-        self.kubeconfig = api.write_kubeconfig(base / "kubelet.conf", api.node_identity(self.node))
-        self.node_labels = node_labels
-
-    def start(self) -> None:
-        self.write_config()
-        self._log_fh = open(self.log_path, "ab")
-        args = ["--node-labels", self.node_labels] if self.node_labels else []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2",
-             "--kubeconfig", str(self.kubeconfig), *args],
-            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
-        )
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> Any:
-    server = ApiServer(tmp_path / "api", history=500, max_watch_seconds=10)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+api = agent_env.api
 
 
 def _pod(agent: AgentProcess, name: str, *, command: str = "exec sleep 100000", grace: int = 30,
@@ -118,7 +91,7 @@ def _status_patches(api: ApiServer, node: str, name: str) -> int:
 
 async def test_api_pods_are_admitted_against_the_node_the_api_has(
         tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
-    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api, node_labels=f"{POOL}=blue")
+    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api, "--node-labels", f"{POOL}=blue")
     agent.extra = {"registerWithTaints": [{"key": "example.com/registered", "value": "yes", "effect": "NoSchedule"}]}
     admin = api.admin()
     agent.start()

@@ -6,8 +6,6 @@ deleted for good. A static pod has a mirror pod showing its status."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,39 +17,16 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, stop_and_clean
+from tests.integration.agent_env import JoinedAgent, stop_and_clean
 
 docker = agent_env.docker
 
 pytestmark = pytest.mark.integration
 
 
-class JoinedAgent(AgentProcess):
-    """The agent with a node kubeconfig (a client certificate for system:node:<name>)."""
-
-    def __init__(self, base: Path, docker_host: str, api: ApiServer) -> None:
-        super().__init__(base, docker_host)
-        self.kubeconfig = api.write_kubeconfig(base / "kubelet.conf", api.node_identity(self.node))
-
-    def start(self) -> None:
-        self.write_config()
-        self._log_fh = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2",
-             "--kubeconfig", str(self.kubeconfig)],
-            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
-        )
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> Any:
-    server = ApiServer(tmp_path / "api", history=500, max_watch_seconds=10)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+api = agent_env.api
 
 
 async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(

@@ -23,8 +23,7 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError, Client
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
-from tests.integration.agent_env import stop_and_clean
-from tests.integration.test_agent_api_pods import JoinedAgent
+from tests.integration.agent_env import JoinedAgent, running_api, stop_and_clean
 
 docker = agent_env.docker
 
@@ -91,13 +90,8 @@ def cid(status: Json) -> str:
 
 @pytest.fixture
 async def api(tmp_path: Path) -> AsyncIterator[ApiServer]:
-    server = ApiServer(tmp_path / "api", history=500, max_watch_seconds=10, workloads=True)
-    await server.start()
-    try:
+    async with running_api(tmp_path / "api", history=500, max_watch_seconds=10, workloads=True) as server:
         yield server
-    finally:
-        await server.stop()
-    assert server.violations == [], "writes the API server's decoder would refuse or prune"
 
 
 @pytest.fixture

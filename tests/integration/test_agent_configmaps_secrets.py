@@ -19,8 +19,7 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
-from tests.integration.agent_env import stop_and_clean
-from tests.integration.test_agent_api_pods import JoinedAgent
+from tests.integration.agent_env import JoinedAgent, stop_and_clean
 
 docker = agent_env.docker
 
@@ -29,15 +28,7 @@ pytestmark = pytest.mark.integration
 SLEEP = ["sh", "-c", "exec sleep 100000"]
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> Any:
-    server = ApiServer(tmp_path / "api", history=500, max_watch_seconds=10)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+api = agent_env.api
 
 
 def b64(s: str) -> str:

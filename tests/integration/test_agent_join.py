@@ -7,10 +7,7 @@ from __future__ import annotations
 import os
 import platform
 import stat
-import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -37,27 +34,12 @@ class JoiningAgent(AgentProcess):
         super().__init__(base, docker_host)
         self.bootstrap = bootstrap
         self.kubeconfig = base / "kubelet.conf"
-
-    def start(self) -> None:
-        self.write_config()
-        self._log_fh = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2",
-             "--bootstrap-kubeconfig", str(self.bootstrap), "--kubeconfig", str(self.kubeconfig),
-             "--node-labels", "node.kubernetes.io/pool=test"],
-            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        self.args = ["--bootstrap-kubeconfig", str(bootstrap), "--kubeconfig", str(self.kubeconfig),
+                     "--node-labels", "node.kubernetes.io/pool=test"]
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[ApiServer]:
-    server = ApiServer(tmp_path / "api", history=200, max_watch_seconds=10)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+
+api = agent_env.api
 
 
 async def test_agent_joins_through_tls_bootstrap(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:

@@ -10,8 +10,6 @@ import json
 import os
 import shutil
 import ssl
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +24,17 @@ from tests.apiserver.client import ApiStatusError
 from tests.apiserver.proxy import KubeletProxy
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, free_port, stop_and_clean
+from tests.integration.agent_env import AgentProcess, JoinedAgent, free_port, stop_and_clean
 
 docker = agent_env.docker
 pytestmark = pytest.mark.integration
 
 
-class SurfaceAgent(AgentProcess):
+class SurfaceAgent(JoinedAgent):
     """The agent with a node client certificate, InternalIP 127.0.0.1 and its kubelet API on a free port."""
 
     def __init__(self, base: Path, docker_host: str, api: ApiServer) -> None:
-        super().__init__(base, docker_host)
-        self.kubeconfig = api.write_kubeconfig(base / "kubelet.conf", api.node_identity(self.node))
+        super().__init__(base, docker_host, api, "--node-ip", "127.0.0.1")
         self.api_port = free_port()
         self.extra = {
             "port": self.api_port,
@@ -47,29 +44,12 @@ class SurfaceAgent(AgentProcess):
             "streamingConnectionIdleTimeout": "30m",
         }
 
-    def start(self) -> None:
-        self.write_config()
-        self._log_fh = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2",
-             "--kubeconfig", str(self.kubeconfig), "--node-ip", "127.0.0.1"],
-            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-
     @property
     def api_url(self) -> str:
         return f"https://127.0.0.1:{self.api_port}"
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> Any:
-    server = ApiServer(tmp_path / "api", history=500, max_watch_seconds=10)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+api = agent_env.api
 
 
 def _unverified(ctx: ssl.SSLContext | None = None) -> ssl.SSLContext:
