@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -51,25 +52,29 @@ class SpdyClient:
         return stream_id
 
 
-async def connect(host: str, port: int, ctx: ssl.SSLContext, target: str) -> SpdyClient:
-    """The POST upgrade; raises UpgradeRefused with the kubelet's answer when it is not a 101."""
+async def connect(host: str, port: int, ctx: ssl.SSLContext, target: str,
+                  headers: Sequence[tuple[str, str]] | None = None) -> SpdyClient:
+    """The POST upgrade (its headers after the request line: exec/attach's unless given); raises UpgradeRefused
+    with the kubelet's answer when it is not a 101."""
     reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
-    head = [f"POST {target} HTTP/1.1", f"Host: {host}:{port}", "User-Agent: Go-http-client/1.1",
-            "Content-Length: 0", "Connection: Upgrade", "Upgrade: SPDY/3.1",
-            *(f"X-Stream-Protocol-Version: {p}" for p in OFFERED)]
+    if headers is None:
+        headers = [("Host", f"{host}:{port}"), ("User-Agent", "Go-http-client/1.1"), ("Content-Length", "0"),
+                   ("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
+                   *(("X-Stream-Protocol-Version", p) for p in OFFERED)]
+    head = [f"POST {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers)]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
     raw = await reader.readuntil(b"\r\n\r\n")
     if len(raw) > MAX_HEAD:
         raise UpgradeRefused(502, "response head too large")
     lines = raw.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
-    headers = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines[1:] if line)}
+    answer = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines[1:] if line)}
     if status != 101:
-        length = int(headers.get("content-length", "0") or 0)
+        length = int(answer.get("content-length", "0") or 0)
         body = (await reader.readexactly(min(length, 4096))).decode(errors="replace") if length else ""
         writer.close()
         raise UpgradeRefused(status, body.strip())
-    return SpdyClient(reader, writer, headers.get("x-stream-protocol-version", ""))
+    return SpdyClient(reader, writer, answer.get("x-stream-protocol-version", ""))
 
 
 async def translate(ws: web.WebSocketResponse, client: SpdyClient, *, stdin: bool, stdout: bool, stderr: bool,
