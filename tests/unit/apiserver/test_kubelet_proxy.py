@@ -18,6 +18,7 @@ from aiohttp import web
 from minikubelet.server.streaming.channel_codec import PORTFORWARD_TUNNEL as TUNNEL
 from tests.apiserver import ApiServer
 from tests.apiserver.proxy import KubeletProxy
+from tests.apiserver.spdy_translator import TerminalSizes
 from tests.unit.server.streaming.recorded import load
 
 Seen = list[dict[str, Any]]
@@ -245,3 +246,15 @@ async def test_portforward_websocket_passed_through_to_a_declaring_node(api: Api
     assert refused.value.status == 404
     assert seen[-1]["method"] == "GET" and seen[-1]["path_qs"] == "/portForward/default/p"
     assert seen[-1]["headers"]["Sec-WebSocket-Protocol"] == TUNNEL
+
+
+def test_terminal_sizes_become_json_lines_for_the_spdy_resize_stream() -> None:
+    sizes = TerminalSizes()
+    assert sizes.feed(b'{"Width":80,"Height":24}') == [b'{"Width":80,"Height":24}\n']
+    # split across messages, two in one, spaces: decoded as a stream
+    assert sizes.feed(b'{"Width": 100,') == []
+    assert sizes.feed(b' "Height": 30} {"Height":43,"Width":132}') == [b'{"Width":100,"Height":30}\n',
+                                                                       b'{"Width":132,"Height":43}\n']
+    # a size that is not one ends the queue
+    assert sizes.feed(b'{"Width":"wide"}') == []
+    assert sizes.feed(b'{"Width":80,"Height":24}') == []
