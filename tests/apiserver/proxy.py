@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from tests.apiserver import errors, spdy_translator
+from minikubelet.server.streaming.channel_codec import SPDY_TUNNEL_PREFIX
+from tests.apiserver import errors, spdy_translator, stream_tunnel
 from tests.apiserver.auth import User
 from tests.apiserver.authz import Attributes
 from tests.apiserver.resources import resource
@@ -174,9 +175,9 @@ class KubeletProxy:
         if request.headers.get("Upgrade", "").lower() != "websocket":
             raise errors.bad_request("Upgrade request required")
         passthrough = EXTEND_WEBSOCKETS in ((node.get("status") or {}).get("declaredFeatures") or [])
-        if not passthrough and sub == "portforward":
-            raise errors.bad_request(f"node {node_name} does not declare {EXTEND_WEBSOCKETS}: translating "
-                                     "port-forward to SPDY/3.1 is not implemented by the test API server")
+        protocols = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
+        # a WebSocket without a tunneling protocol goes to the kubelet as it is (TranslatingHandler)
+        tunnel = stream_tunnel.spdy_protocols(protocols) if sub == "portforward" and not passthrough else []
         path = f"/{_KUBELET_PATHS[sub]}/{_seg(ns)}/{_seg(name)}"
         if sub != "portforward":
             container = request.query.get("container", "")
@@ -187,11 +188,13 @@ class KubeletProxy:
                                              f"[{' '.join(containers)}]")
                 container = containers[0]
             path += f"/{_seg(container)}"
-        target = path + (f"?{_stream_query(request.query)}" if sub != "portforward" else "")
-        target = target.rstrip("?")
-        self.requests.append(("GET" if passthrough else "POST", target))
-        protocols = [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",") if p.strip()]
-        if not passthrough:
+        query = _portforward_query(request.query) if sub == "portforward" else _stream_query(request.query)
+        target = path + (f"?{query}" if query else "")
+        translated = not passthrough and (sub != "portforward" or bool(tunnel))
+        self.requests.append(("POST" if translated else "GET", target))
+        if tunnel:
+            return await self._tunnel(request, base, target, tunnel)
+        if translated:
             return await self._translate(request, base, target, protocols)
         session = aiohttp.ClientSession()
         try:
@@ -231,6 +234,25 @@ class KubeletProxy:
         q = request.query
         flags = {k: q.get(k, "") in ("true", "1") for k in ("stdin", "stdout", "stderr", "tty")}
         await spdy_translator.translate(ws, client, **flags)
+        return ws
+
+
+    async def _tunnel(self, request: web.Request, base: str, target: str,
+                      protocols: list[str]) -> web.StreamResponse:
+        """kubectl's port-forward tunnel unwrapped onto SPDY/3.1 (the TunnelingHandler of a v1.36 API server)."""
+        where = urllib.parse.urlsplit(base)
+        assert where.hostname is not None and where.port is not None
+        try:
+            kubelet = await spdy_translator.connect(where.hostname, where.port, self.ssl, target,
+                                                    stream_tunnel.upgrade_headers(request, protocols))
+        except spdy_translator.UpgradeRefused as exc:
+            return web.Response(status=exc.status, text=exc.body)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            raise _unreachable(exc) from None
+        chosen = [SPDY_TUNNEL_PREFIX + kubelet.protocol] if kubelet.protocol else []
+        ws = web.WebSocketResponse(protocols=chosen, autoping=True, heartbeat=None, max_msg_size=0)
+        await ws.prepare(request)
+        await stream_tunnel.splice(ws, kubelet.reader, kubelet.writer)
         return ws
 
 
@@ -282,6 +304,11 @@ def _stream_query(query: Any) -> str:
         if query.get(ours, "") in ("true", "1"):
             params[theirs] = ["1"]
     return urllib.parse.urlencode([(k, v) for k in sorted(params) for v in params[k]])
+
+
+def _portforward_query(query: Any) -> str:
+    """PodPortForwardOptions: each of `ports` becomes a `port` (the form the kubelet reads)."""
+    return urllib.parse.urlencode([("port", p) for p in query.getall("ports", [])])
 
 
 def _seg(value: str) -> str:

@@ -1,7 +1,9 @@
 """kube-apiserver's StreamTranslator for exec/attach: kubectl's WebSocket (`v5.channel.k8s.io`) on one side, a
 SPDY/3.1 connection to a kubelet that does not declare ExtendWebSocketsToKubelet on the other, as recorded in
 `exec-*-spdy` (the POST upgrade offering v5 down to `channel.k8s.io`, one client stream per channel with a
-`streamtype` header in the order error, stdin, stdout, stderr, resize; end of stdin as an empty DATA+FIN).
+`streamtype` header in the order error, stdin, stdout, stderr, resize; end of stdin as an empty DATA+FIN). Each
+size from channel 4 goes on the resize stream as one JSON line, as the SPDY executor writes it (the kubelet reads
+that stream line by line).
 
 The frames are the agent's own SPDY codec (`minikubelet.server.streaming.spdy`); this is the client half the
 agent does not need. Windows are not enforced (spdystream does not either); the kubelet's WINDOW_UPDATEs are
@@ -12,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -51,25 +55,61 @@ class SpdyClient:
         return stream_id
 
 
-async def connect(host: str, port: int, ctx: ssl.SSLContext, target: str) -> SpdyClient:
-    """The POST upgrade; raises UpgradeRefused with the kubelet's answer when it is not a 101."""
+async def connect(host: str, port: int, ctx: ssl.SSLContext, target: str,
+                  headers: Sequence[tuple[str, str]] | None = None) -> SpdyClient:
+    """The POST upgrade (its headers after the request line: exec/attach's unless given); raises UpgradeRefused
+    with the kubelet's answer when it is not a 101."""
     reader, writer = await asyncio.open_connection(host, port, ssl=ctx, server_hostname=host)
-    head = [f"POST {target} HTTP/1.1", f"Host: {host}:{port}", "User-Agent: Go-http-client/1.1",
-            "Content-Length: 0", "Connection: Upgrade", "Upgrade: SPDY/3.1",
-            *(f"X-Stream-Protocol-Version: {p}" for p in OFFERED)]
+    if headers is None:
+        headers = [("Host", f"{host}:{port}"), ("User-Agent", "Go-http-client/1.1"), ("Content-Length", "0"),
+                   ("Connection", "Upgrade"), ("Upgrade", "SPDY/3.1"),
+                   *(("X-Stream-Protocol-Version", p) for p in OFFERED)]
+    head = [f"POST {target} HTTP/1.1", *(f"{k}: {v}" for k, v in headers)]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
     raw = await reader.readuntil(b"\r\n\r\n")
     if len(raw) > MAX_HEAD:
         raise UpgradeRefused(502, "response head too large")
     lines = raw.decode("latin-1").split("\r\n")
     status = int(lines[0].split()[1])
-    headers = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines[1:] if line)}
+    answer = {k.lower(): v for k, _, v in (line.partition(": ") for line in lines[1:] if line)}
     if status != 101:
-        length = int(headers.get("content-length", "0") or 0)
+        length = int(answer.get("content-length", "0") or 0)
         body = (await reader.readexactly(min(length, 4096))).decode(errors="replace") if length else ""
         writer.close()
         raise UpgradeRefused(status, body.strip())
-    return SpdyClient(reader, writer, headers.get("x-stream-protocol-version", ""))
+    return SpdyClient(reader, writer, answer.get("x-stream-protocol-version", ""))
+
+
+class TerminalSizes:
+    """Channel 4's JSON sizes (decoded as they come, as the WebSocket side's json.Decoder does) re-encoded for the
+    SPDY resize stream the way the SPDY executor writes them: `{"Width":w,"Height":h}` and a newline each."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._broken = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._broken:
+            return []
+        self._pending += data.decode(errors="replace")
+        out: list[bytes] = []
+        decoder = json.JSONDecoder()
+        while self._pending.strip():
+            text = self._pending.lstrip()
+            try:
+                size, end = decoder.raw_decode(text)
+            except json.JSONDecodeError:
+                if len(text) > MAX_HEAD:
+                    self._broken = True
+                return out
+            self._pending = text[end:]
+            try:
+                width, height = int(size["Width"]), int(size["Height"])
+            except (TypeError, KeyError, ValueError):
+                self._broken = True  # a bad size ends the size queue, as upstream's decoder error does
+                return out
+            out.append(json.dumps({"Width": width, "Height": height}, separators=(",", ":")).encode() + b"\n")
+        return out
 
 
 async def translate(ws: web.WebSocketResponse, client: SpdyClient, *, stdin: bool, stdout: bool, stderr: bool,
@@ -84,6 +124,7 @@ async def translate(ws: web.WebSocketResponse, client: SpdyClient, *, stdin: boo
             channel_of[sid], stream_of[channel] = channel, sid
     await ws.send_bytes(bytes([STDOUT]))  # the v5 server's first message, as the kubelet's own WebSocket
     error = bytearray()
+    sizes = TerminalSizes()
 
     async def from_kubelet() -> None:
         while data := await client.reader.read(64 * 1024):
@@ -106,8 +147,11 @@ async def translate(ws: web.WebSocketResponse, client: SpdyClient, *, stdin: boo
             channel, payload = msg.data[0], msg.data[1:]
             if channel == 0xFF and payload[:1] == bytes([STDIN]) and STDIN in stream_of:
                 await client.send(spdy.DataFrame(stream_of[STDIN], b"", fin=True))
-            elif channel in (STDIN, RESIZE) and channel in stream_of:
+            elif channel == STDIN and channel in stream_of:
                 await client.send(spdy.DataFrame(stream_of[channel], bytes(payload)))
+            elif channel == RESIZE and channel in stream_of:
+                for size in sizes.feed(payload):
+                    await client.send(spdy.DataFrame(stream_of[channel], size))
 
     upstream = asyncio.create_task(from_kubelet())
     downstream = asyncio.create_task(from_client())

@@ -3,6 +3,7 @@ sends (path, query as url.Values.Encode, headers, its kubelet client certificate
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import ssl
@@ -14,8 +15,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from minikubelet.server.streaming.channel_codec import PORTFORWARD_TUNNEL as TUNNEL
 from tests.apiserver import ApiServer
 from tests.apiserver.proxy import KubeletProxy
+from tests.apiserver.spdy_translator import TerminalSizes
+from tests.unit.server.streaming.recorded import load
 
 Seen = list[dict[str, Any]]
 
@@ -161,3 +165,96 @@ async def test_legacy_discovery_names_the_kubelet_subresources(api: ApiServer) -
     leases = (await admin.request("GET", "/apis/coordination.k8s.io/v1")).body
     assert [r["name"] for r in leases["resources"]] == ["leases"]
     assert (await admin.request("GET", "/apis/nope/v1")).status == 404
+
+
+PORTFORWARD_URL = "/api/v1/namespaces/default/pods/p/portforward"
+
+
+async def test_portforward_tunnel_unwrapped_onto_spdy_for_a_node_without_the_feature(
+        api: ApiServer, kubelet: tuple[int, Seen], tmp_path: Path) -> None:
+    """The recorded `portforward-spdy` exchange: kubectl's tunneled bytes, cut into WebSocket messages anywhere,
+    reach the kubelet as one byte stream after the recorded POST upgrade; the kubelet's bytes come back."""
+    recording = load("portforward-spdy")
+    sent, answer = recording.after_head("c2s"), recording.after_head("s2c")
+    raw_request = recording.raw("c2s")[:-len(sent)]
+    heads: list[bytes] = []
+    received = bytearray()
+
+    async def spdy_kubelet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        if b"/portForward/default/p " not in heads[-1]:
+            writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 18\r\n\r\npod does not exist")
+        else:
+            writer.write(recording.response_head())
+            while len(received) < len(sent) and (data := await reader.read(4096)):
+                received.extend(data)
+            writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    pair = api.ca.issue("node-1", server=True, ips=("127.0.0.1",))
+    cert, key = pair.write(tmp_path / "spdy-kubelet", "serving")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server = await asyncio.start_server(spdy_kubelet, "127.0.0.1", free_port(), ssl=ctx)
+    node = api.store.get("nodes", "", "node-1")
+    assert node is not None
+    node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] = server.sockets[0].getsockname()[1]
+    api.store.update("nodes", node)
+    url = api.url.replace("https://", "wss://") + PORTFORWARD_URL
+    client_ssl = api.client_ssl(api.admin_identity())
+    headers = {"User-Agent": "kubectl/v1.36.2 (linux/amd64) kubernetes/98b3519",
+               "Kubectl-Command": "kubectl port-forward", "Kubectl-Session": "da0f8a35-182f-4234-bca6-ba1961e508e3"}
+    try:
+        async with aiohttp.ClientSession(skip_auto_headers=("Accept", "Accept-Encoding")) as s:  # as Go sends
+            async with s.ws_connect(url, protocols=(TUNNEL,), ssl=client_ssl, headers=headers) as ws:
+                assert ws.protocol == TUNNEL
+                for i in range(0, len(sent), 37):  # boundaries that match no SPDY frame
+                    await ws.send_bytes(sent[i:i + 37])
+                got = bytearray()
+                async for msg in ws:
+                    if msg.type != aiohttp.WSMsgType.BINARY:
+                        break
+                    got.extend(msg.data)
+            assert (bytes(received), bytes(got)) == (sent, answer)
+            # the recorded request, but for this API server's Host
+            assert heads[0] == raw_request.replace(b"127.0.0.1:6443", api.url.removeprefix("https://").encode()
+                                                   ).replace(b"/fixtures/web", b"/default/p")
+            assert api.kubelet_proxy.requests[-1] == ("POST", "/portForward/default/p")
+            # the kubelet's refusal comes back as it was; `ports` becomes the kubelet's `port`
+            with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
+                await s.ws_connect(url.replace("/p/", "/two/") + "?ports=8080&ports=9090", protocols=(TUNNEL,),
+                                   ssl=client_ssl)
+            assert refused.value.status == 404
+            assert api.kubelet_proxy.requests[-1] == ("POST", "/portForward/default/two?port=8080&port=9090")
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_portforward_websocket_passed_through_to_a_declaring_node(api: ApiServer,
+                                                                        kubelet: tuple[int, Seen]) -> None:
+    _, seen = kubelet
+    node = api.store.get("nodes", "", "node-1")
+    assert node is not None
+    node["status"]["declaredFeatures"] = ["ExtendWebSocketsToKubelet"]
+    api.store.update("nodes", node)
+    url = api.url.replace("https://", "wss://") + PORTFORWARD_URL
+    async with aiohttp.ClientSession() as s:
+        with pytest.raises(aiohttp.WSServerHandshakeError) as refused:  # the stand-in has no /portForward
+            await s.ws_connect(url, protocols=(TUNNEL,), ssl=api.client_ssl(api.admin_identity()))
+    assert refused.value.status == 404
+    assert seen[-1]["method"] == "GET" and seen[-1]["path_qs"] == "/portForward/default/p"
+    assert seen[-1]["headers"]["Sec-WebSocket-Protocol"] == TUNNEL
+
+
+def test_terminal_sizes_become_json_lines_for_the_spdy_resize_stream() -> None:
+    sizes = TerminalSizes()
+    assert sizes.feed(b'{"Width":80,"Height":24}') == [b'{"Width":80,"Height":24}\n']
+    # split across messages, two in one, spaces: decoded as a stream
+    assert sizes.feed(b'{"Width": 100,') == []
+    assert sizes.feed(b' "Height": 30} {"Height":43,"Width":132}') == [b'{"Width":100,"Height":30}\n',
+                                                                       b'{"Width":132,"Height":43}\n']
+    # a size that is not one ends the queue
+    assert sizes.feed(b'{"Width":"wide"}') == []
+    assert sizes.feed(b'{"Width":80,"Height":24}') == []
