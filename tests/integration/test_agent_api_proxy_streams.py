@@ -38,15 +38,7 @@ EXTEND = "ExtendWebSocketsToKubelet"
 SUCCESS = {"metadata": {}, "status": "Success"}
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> Any:
-    server = ApiServer(tmp_path / "api", history=500, max_watch_seconds=10)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
-    assert server.violations == [], "writes the API server's decoder would refuse or prune"
+api = agent_env.api
 
 
 def _pod(name: str, node: str, command: list[str], **container: Any) -> dict[str, Any]:
