@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     for w in warnings:
         log.warning(w)
     raise_nofile_limit()
+    # Work handed to threads (the stats pass, file walks) is CPU-bound Python: with CPython's default 5 ms GIL
+    # switch interval the event loop waited up to 5 ms per syscall for the GIL and /healthz stalled 100+ ms
+    # during a stats pass; 1 ms bounds that (docs/decisions.md).
+    sys.setswitchinterval(0.001)
     try:
         return asyncio.run(_run(config, getattr(ns, "node_ip", None) or ""))
     except KeyboardInterrupt:

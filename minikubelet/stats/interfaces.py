@@ -1,4 +1,4 @@
-"""Interface counters as cAdvisor reports them (read by network.py over netlink).
+"""Interface counters as cAdvisor reports them (read by network.py from /proc/<pid>/net/dev).
 
 cAdvisor leaves out loopback and the host side of container plumbing (`lo`, `veth*`, `docker*`, `nerdctl*`).
 """
@@ -6,7 +6,6 @@ cAdvisor leaves out loopback and the host side of container plumbing (`lo`, `vet
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 IGNORED_PREFIXES = ("lo", "veth", "docker", "nerdctl")
 DEFAULT_INTERFACE = "eth0"
@@ -25,17 +24,23 @@ class InterfaceSample:
     tx_dropped: int
 
 
-def interfaces_from_links(links: list[Any]) -> list[InterfaceSample]:
-    """RTM_NEWLINK messages to samples, ignored devices left out, in the kernel's order."""
+def interfaces_from_net_dev(text: str) -> list[InterfaceSample]:
+    """`/proc/<pid>/net/dev` to samples (cAdvisor's scanInterfaceStats), ignored devices left out, in order.
+
+    Each device line is `name: rx bytes packets errs drop fifo frame compressed multicast tx bytes packets errs
+    drop fifo colls carrier compressed`; the two header lines and malformed lines are skipped.
+    """
     result: list[InterfaceSample] = []
-    for link in links:
-        name = link.get("IFLA_IFNAME") or ""
-        stats = link.get("IFLA_STATS64") or link.get("IFLA_STATS")
-        if not name or stats is None or name.startswith(IGNORED_PREFIXES):
+    for line in text.splitlines():
+        name, sep, rest = line.partition(":")
+        name = name.strip()
+        fields = rest.split()
+        if not sep or not name or len(fields) < 16 or name.startswith(IGNORED_PREFIXES):
             continue
-        result.append(InterfaceSample(
-            name=name, rx_bytes=stats["rx_bytes"], rx_packets=stats["rx_packets"], rx_errors=stats["rx_errors"],
-            rx_dropped=stats["rx_dropped"], tx_bytes=stats["tx_bytes"], tx_packets=stats["tx_packets"],
-            tx_errors=stats["tx_errors"], tx_dropped=stats["tx_dropped"],
-        ))
+        try:
+            n = [int(f) for f in fields[:16]]
+        except ValueError:
+            continue
+        result.append(InterfaceSample(name=name, rx_bytes=n[0], rx_packets=n[1], rx_errors=n[2], rx_dropped=n[3],
+                                      tx_bytes=n[8], tx_packets=n[9], tx_errors=n[10], tx_dropped=n[11]))
     return result
