@@ -2,8 +2,7 @@
 that namespace (the sandbox's pause process; `/proc/self/net/dev` for the agent's own).
 
 No namespace is entered and no netlink socket opened: procfs shows each process's namespace's devices. An earlier
-netlink reader (pyroute2) cost 11 MiB of RSS and enough CPU in its message decoding, on a thread, to stall the
-agent's event loop by 100+ ms per housekeeping pass (docs/decisions.md).
+netlink reader (pyroute2) cost 11 MiB of RSS for the same counters (docs/decisions.md).
 """
 
 from __future__ import annotations
