@@ -68,29 +68,21 @@ def _is_subpath(path: str, base: str) -> bool:
     return path == base or (path.startswith(base) and path[len(base):len(base) + 1] == "/")
 
 
+_FINE_GRAINED = (("/pods", "pods"), ("/runningpods/", "pods"), ("/healthz", "healthz"), ("/configz", "configz"))
+_COARSE = (("/stats/", "stats"), ("/metrics", "metrics"), ("/logs/", "log"), ("/checkpoint/", "checkpoint"),
+           ("/statusz", "statusz"), ("/flagz", "configz"))
+
+
+def _first_subresource(path: str, table: tuple[tuple[str, str], ...]) -> str | None:
+    return next((sub for prefix, sub in table if _is_subpath(path, prefix)), None)
+
+
 def request_attributes(user: User, method: str, path: str, node: str) -> list[Attributes]:
     verb = _VERBS.get(method.upper(), "")
-    subresources: list[str] = []
-    if _is_subpath(path, "/pods") or _is_subpath(path, "/runningpods/"):
-        subresources.append("pods")
-    elif _is_subpath(path, "/healthz"):
-        subresources.append("healthz")
-    elif _is_subpath(path, "/configz"):
-        subresources.append("configz")
-    if _is_subpath(path, "/stats/"):
-        subresources.append("stats")
-    elif _is_subpath(path, "/metrics"):
-        subresources.append("metrics")
-    elif _is_subpath(path, "/logs/"):
-        subresources.append("log")
-    elif _is_subpath(path, "/checkpoint/"):
-        subresources.append("checkpoint")
-    elif _is_subpath(path, "/statusz"):
-        subresources.append("statusz")
-    elif _is_subpath(path, "/flagz"):
-        subresources.append("configz")
-    else:
-        subresources.append("proxy")
+    # upstream GetRequestAttributes: a fine-grained subresource (1.32+) when one applies, then the coarse one
+    fine = _first_subresource(path, _FINE_GRAINED)
+    coarse = _first_subresource(path, _COARSE) or "proxy"
+    subresources = [fine, coarse] if fine else [coarse]
     return [Attributes(user, verb, sub, node) for sub in subresources]
 
 
