@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import marshal
+import os
 import resource
 import struct
 import sys
@@ -41,6 +42,7 @@ ADDRESS_SPACE_LIMIT = 2 << 30
 RECYCLE_RSS = 128 << 20  # a worker that grew past this exits after answering
 PARSE_TIMEOUT = 30.0
 IDLE_EXIT = 30.0
+WORKER_NICENESS = 10
 _LEN = struct.Struct(">I")
 
 
@@ -229,6 +231,9 @@ def _rss() -> int:
 
 def main() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+    # Parsing is background work: on a busy node the agent's event loop (health, pod workers) must win the CPU
+    # over a worker chewing through a pile of manifests.
+    os.nice(WORKER_NICENESS)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     while True:
         header = _read_blocking_frame(inp)

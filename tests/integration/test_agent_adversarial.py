@@ -57,7 +57,7 @@ async def poll_healthz(a: AgentProcess, latencies: list[float], stop: asyncio.Ev
                 assert r.status == 200, await r.text()
                 await r.read()
             latencies.append(time.monotonic() - started)
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(0.005)
 
 
 def missing_lines(log: str, cases: list[Case]) -> list[str]:

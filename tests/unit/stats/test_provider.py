@@ -216,3 +216,33 @@ def test_cgroup_files_refuse_traversal(tmp_path: Path) -> None:
         files.sample("/kubepods/../../etc")
     with pytest.raises(ValueError):
         CgroupFiles()
+
+
+async def test_a_pass_yields_to_the_event_loop_while_it_walks(tmp_path: Path, proc: Path) -> None:
+    """A large emptyDir is walked in slices: another task on the loop runs many times during one pass."""
+    clock = FakeClock()
+    provider, *_ = await make(tmp_path, proc, clock)
+    scratch = tmp_path / f"root/pods/{UID}/volumes/kubernetes.io~empty-dir/scratch"
+    for i in range(40):
+        d = scratch / f"d{i}"
+        d.mkdir()
+        for j in range(50):
+            (d / f"f{j}").write_bytes(b"z")
+    ticks = 0
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    start = ticks
+    snap = await provider.update()
+    done.set()
+    await task
+    assert ticks - start >= 2000 // 256  # at least one turn of the loop per walk slice
+    (vol,) = snap.pods[0].volumes
+    assert vol.fs.inodes_used is not None and vol.fs.inodes_used >= 2000
