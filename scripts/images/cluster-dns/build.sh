@@ -77,7 +77,7 @@ printf 'root:x:0:\nnobody:x:65534:\n' >"$r/etc/group"
 tar --numeric-owner --owner=0 --group=0 -C "$r" -c . \
   | docker import \
     --change "LABEL $HASH_LABEL=$build_hash" \
-    --change 'ENV ZONE_FILE=/etc/cluster-dns/hosts DOMAIN=cluster.local PORT=53 PYTHONDONTWRITEBYTECODE=1' \
+    --change 'ENV ZONE_FILE=/etc/cluster-dns/hosts DOMAIN=cluster.local PORT=53 READY_PORT=8181 PYTHONDONTWRITEBYTECODE=1' \
     --change 'ENTRYPOINT ["/usr/bin/python3", "/server.py"]' \
     - "$IMAGE" >/dev/null
 if [[ -n $old_id ]]; then docker image rm "$old_id" >/dev/null 2>&1 || true; fi

@@ -6,15 +6,20 @@ NOERROR answer for a type it has none of); any other name under $DOMAIN: NXDOMAI
 its next search path; a name outside $DOMAIN: REFUSED (there is no upstream to forward to, unlike CoreDNS).
 Every query is logged to stdout as `query <type> <name> -> <rcode> <addresses>`.
 
-Environment: ZONE_FILE (default /etc/cluster-dns/hosts), DOMAIN (default cluster.local), PORT (default 53).
-UDP only: answers here stay far below 512 bytes.
+Like CoreDNS's `ready` plugin, `GET /ready` on READY_PORT (default 8181) answers 200 once the zone is loaded and
+the DNS socket is bound (503 before), for a readinessProbe.
+
+Environment: ZONE_FILE (default /etc/cluster-dns/hosts), DOMAIN (default cluster.local), PORT (default 53),
+READY_PORT (default 8181). UDP only: answers here stay far below 512 bytes.
 """
 
+import http.server
 import ipaddress
 import os
 import signal
 import socket
 import sys
+import threading
 
 import dns.exception
 import dns.flags
@@ -89,6 +94,21 @@ def answer(query: dns.message.Message, records: Records, domain: dns.name.Name) 
     return response, addresses
 
 
+class Readiness(http.server.BaseHTTPRequestHandler):
+    ready = threading.Event()
+
+    def do_GET(self) -> None:
+        code = 200 if self.path == "/ready" and self.ready.is_set() else 503 if self.path == "/ready" else 404
+        body = b"OK" if code == 200 else b""
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 def main() -> None:
     zone = Zone(os.environ.get("ZONE_FILE", "/etc/cluster-dns/hosts"))
     domain = dns.name.from_text(os.environ.get("DOMAIN", "cluster.local"))
@@ -96,7 +116,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.bind(("0.0.0.0", port))
+    ready = http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("READY_PORT", "8181"))), Readiness)
+    threading.Thread(target=ready.serve_forever, daemon=True).start()
     zone.current()
+    Readiness.ready.set()
     print(f"cluster-dns: serving {domain} on udp :{port}", flush=True)
     while True:
         data, peer = sock.recvfrom(4096)
