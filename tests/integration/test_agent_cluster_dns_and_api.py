@@ -16,8 +16,8 @@ test API server, on the real Docker Engine.
 
 from __future__ import annotations
 
+import asyncio
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,10 @@ async def bridge_gateway(d: aiodocker.Docker) -> str:
     network = await d.networks.get("bridge")
     info: dict[str, Any] = await network.show()
     device = info["Options"].get("com.docker.network.bridge.name", "docker0")
-    out = subprocess.run(["ip", "-4", "-j", "addr", "show", "dev", device], check=True, capture_output=True).stdout
+    proc = await asyncio.create_subprocess_exec("ip", "-4", "-j", "addr", "show", "dev", device,
+                                                stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0, f"ip addr show dev {device}: exit {proc.returncode}"
     return str(json.loads(out)[0]["addr_info"][0]["local"])
 
 
