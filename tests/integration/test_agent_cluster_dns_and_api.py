@@ -114,6 +114,13 @@ def service(name: str, ns: str, port: int, protocol: str = "TCP", cluster_ip: st
     return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": ns}, "spec": spec}
 
 
+async def zone_of_services(admin: Any) -> str:
+    """What CoreDNS's kubernetes plugin would answer for the Services as the API has them: one A record each."""
+    services = (await admin.list("services"))["items"]
+    return "".join(f"{s['spec']['clusterIP']} {s['metadata']['name']}.{s['metadata']['namespace']}.svc.{DOMAIN}\n"
+                   for s in services if s["spec"].get("clusterIP") not in (None, "None"))
+
+
 async def test_a_pod_resolves_a_service_through_a_dns_server_pod(
         tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api,
@@ -124,11 +131,9 @@ async def test_a_pod_resolves_a_service_through_a_dns_server_pod(
         await agent.wait_for("the Node", lambda: node_exists(admin, agent.node), timeout=60)
         await admin.create(service("kube-dns", "kube-system", 53, "UDP", KUBE_DNS_IP))
         web_ip = (await admin.create(service("web", "default", 80)))["spec"]["clusterIP"]
-        # what CoreDNS's kubernetes plugin would serve, from the Services as the API has them
-        zone = "".join(f"{s['spec']['clusterIP']} {s['metadata']['name']}.{s['metadata']['namespace']}.svc.{DOMAIN}\n"
-                       for s in (await admin.list("services"))["items"] if s["spec"].get("clusterIP") != "None")
         await admin.create({"apiVersion": "v1", "kind": "ConfigMap",
-                            "metadata": {"name": "cluster-dns", "namespace": "kube-system"}, "data": {"hosts": zone}})
+                            "metadata": {"name": "cluster-dns", "namespace": "kube-system"},
+                            "data": {"hosts": await zone_of_services(admin)}})
         dns_pod = pod("cluster-dns", "kube-system", agent.node, {
             "image": CLUSTER_DNS_IMAGE, "volumeMounts": [{"name": "zone", "mountPath": "/etc/cluster-dns"}],
             "readinessProbe": {"httpGet": {"path": "/ready", "port": 8181}, "periodSeconds": 1}},
@@ -156,8 +161,18 @@ async def test_a_pod_resolves_a_service_through_a_dns_server_pod(
             ping = await exec_out(docker, cid, ["ping", "-c", "1", "-W", "1", "web.default"])
             assert ping.startswith(f"PING web.default ({web_ip}):"), ping
             assert "1 packets transmitted, 0 packets received" in ping
-            missing = await exec_out(docker, cid, ["nslookup", f"nope.default.svc.{DOMAIN}"])
-            assert f"can't find nope.default.svc.{DOMAIN}: NXDOMAIN" in missing, missing
+            missing = await exec_out(docker, cid, ["nslookup", f"db.default.svc.{DOMAIN}"])
+            assert f"can't find db.default.svc.{DOMAIN}: NXDOMAIN" in missing, missing
+            # a new Service: its record reaches the running DNS pod through the ConfigMap volume's refresh
+            db_ip = (await admin.create(service("db", "default", 5432)))["spec"]["clusterIP"]
+            await admin.patch("configmaps", "cluster-dns", {"data": {"hosts": await zone_of_services(admin)}},
+                              "kube-system")
+
+            async def db_resolves() -> bool:
+                out = await exec_out(docker, cid, ["nslookup", "db"])
+                return f"Name:\tdb.default.svc.{DOMAIN}\nAddress: {db_ip}\n" in out
+
+            await agent.wait_for("db resolves", db_resolves, timeout=30, interval=0.5)
         log = await container_log(docker, cid_of(server))
         assert f"query A web.default.svc.{DOMAIN}. -> NOERROR {web_ip}\n" in log, log
         assert f"query A web.default.default.svc.{DOMAIN}. -> NXDOMAIN\n" in log
