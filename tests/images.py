@@ -39,6 +39,10 @@ PAUSE_ALIASES: tuple[str, ...] = _aliases(_ENV.get("PAUSE_ALIASES", ""))
 BUSYBOX_IMAGE: str = _ENV["BUSYBOX_IMAGE"]
 #: Other tags of the busybox image: busybox:1.28, busybox:latest, alpine:latest.
 BUSYBOX_ALIASES: tuple[str, ...] = _aliases(_ENV.get("BUSYBOX_ALIASES", ""))
+#: python3 + dnspython + scripts/images/cluster-dns/server.py: answers the cluster domain from a hosts-style zone file.
+CLUSTER_DNS_IMAGE: str = _ENV["CLUSTER_DNS_IMAGE"]
+#: The busybox image plus Debian's dynamic curl (OpenSSL): for HTTPS clients that verify the server.
+CURL_IMAGE: str = _ENV["CURL_IMAGE"]
 #: Image label whose value is the hash of the build sources.
 BUILD_HASH_LABEL: str = _ENV["BUILD_HASH_LABEL"]
 

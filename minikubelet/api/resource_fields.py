@@ -56,7 +56,9 @@ def resource_field_value(ref: Mapping[str, Any], pod: Mapping[str, Any], contain
         value = parse_quantity(raw) if raw is not None else None
     except QuantityError as e:
         raise ResourceFieldError(str(e)) from e
-    if divisor <= 0:
+    if divisor == 0:
+        divisor = Fraction(1)  # the API server serialises an unset divisor as "0": upstream reads it as 1
+    if divisor < 0:
         raise ResourceFieldError(f"invalid divisor {ref.get('divisor')!r}")
     if value is None:
         # upstream MergeContainerResourceLimits: an unset limit is the node's allocatable; an unset request is 0

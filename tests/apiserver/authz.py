@@ -169,6 +169,8 @@ class Authorizer:
         res = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
         subjects = {a.user.name, *groups}
         rules += [(g, r, verbs) for who, g, r, verbs in self.grants if who in subjects]
+        if "system:authenticated" in groups:
+            rules += _BASIC_USER_RULES
         return any(g == a.group and r == res and a.verb in verbs for g, r, verbs in rules)
 
 
@@ -183,4 +185,9 @@ _NODE_RULES: list[tuple[str, str, tuple[str, ...]]] = [
     ("coordination.k8s.io", "leases", ("get", "create", "update", "patch", "delete")),
     ("authentication.k8s.io", "tokenreviews", ("create",)),
     ("authorization.k8s.io", "subjectaccessreviews", ("create",)),
+]
+
+# the ClusterRole system:basic-user, bound to the group system:authenticated (the part this server serves)
+_BASIC_USER_RULES: list[tuple[str, str, tuple[str, ...]]] = [
+    ("authentication.k8s.io", "selfsubjectreviews", ("create",)),
 ]

@@ -25,6 +25,7 @@ from tests.apiserver.controllers import CsrController
 from tests.apiserver.proxy import KubeletProxy
 from tests.apiserver.registry import Registry, Violation
 from tests.apiserver.server import Faults, Handler
+from tests.apiserver.services import KUBERNETES_SERVICE_IP
 from tests.apiserver.store import Store
 from tests.apiserver.watch import WatchStreams
 from tests.apiserver.workloads import Workloads
@@ -55,8 +56,10 @@ class ApiServer:
         self.csr_controller = CsrController(self.store, self.ca, approve_serving=approve_serving_csrs)
         # the scheduler and the workload controllers; off by default so tests can bind pods themselves
         self.workloads = Workloads(self.store, self.registry) if workloads else None
-        serving = self.ca.issue("kube-apiserver", server=True, dns=("localhost", "kubernetes", "kubernetes.default"),
-                                ips=(host, "127.0.0.1"))
+        # kubeadm's SANs: the in-cluster names and the `kubernetes` Service's ClusterIP, so pods can verify it
+        serving = self.ca.issue("kube-apiserver", server=True, dns=(
+            "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local"), ips=(host, "127.0.0.1", KUBERNETES_SERVICE_IP))
         self._ssl = pki.server_ssl_context(self.ca, serving, workdir / "pki")
         self._runner: web.AppRunner | None = None
         self.kubelet_proxy = KubeletProxy(self)

@@ -53,6 +53,7 @@ _ALL = [
         frozenset({"status", "approval"}),
     ),
     Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, stored=False),
+    Resource("authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False, stored=False),
     Resource("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False, stored=False),
 ]
 

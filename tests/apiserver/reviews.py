@@ -1,5 +1,5 @@
 """One-shot requests: TokenRequest (serviceaccounts/token), pods/eviction, TokenReview,
-SubjectAccessReview (node-create-sa-token-*.json, kubelet-flows/kubelet-api-subjectaccessreviews.json)."""
+SubjectAccessReview, SelfSubjectReview (node-create-sa-token-*.json, kubelet-flows/kubelet-api-subjectaccessreviews.json)."""
 
 from __future__ import annotations
 
@@ -80,6 +80,8 @@ def token_request(api: ApiServer, user: User, ns: str, name: str, body: Json) ->
 
 
 def review(api: ApiServer, user: User, res: Resource, body: Json) -> Json:
+    if res.plural == "selfsubjectreviews":
+        return self_subject_review(user)
     spec = (body or {}).get("spec") or {}
     out: Json = {"kind": res.kind, "apiVersion": res.api_version, "metadata": {}, "spec": spec}
     if res.plural == "tokenreviews":
@@ -87,6 +89,13 @@ def review(api: ApiServer, user: User, res: Resource, body: Json) -> Json:
     elif res.plural == "subjectaccessreviews":
         out["status"] = _subject_access_review(api, spec)
     return out
+
+
+def self_subject_review(user: User) -> Json:
+    """Who the caller is, as the authenticator saw it (pkg/registry/authentication/selfsubjectreview)."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"kind": "SelfSubjectReview", "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": now}, "status": {"userInfo": user.as_json()}}
 
 
 def _token_review(api: ApiServer, spec: Json) -> Json:

@@ -25,6 +25,9 @@ POD: dict[str, Any] = {"spec": {"containers": [APP, BARE]}}
     (APP, {"resource": "limits.memory", "divisor": "100M"}, "2"),  # 134217728 / 1e8, rounded up
     (APP, {"resource": "limits.cpu", "divisor": "1m"}, "500"),
     (APP, {"resource": "limits.cpu"}, "1"),  # 0.5 core rounded up
+    # an unset divisor as the API server serialises it (`divisor: "0"`): read as 1, as upstream does
+    (APP, {"resource": "limits.cpu", "divisor": "0"}, "1"),
+    (APP, {"resource": "limits.memory", "divisor": "0"}, str(128 * 2**20)),
     (APP, {"resource": "requests.cpu", "divisor": "1m"}, "250"),
     (APP, {"resource": "requests.memory", "divisor": "1Mi"}, "64"),
     (BARE, {"resource": "limits.memory", "divisor": "1Mi"}, "8192"),  # node allocatable
@@ -38,7 +41,7 @@ def test_resource_field_values(container: dict[str, Any], ref: dict[str, Any], w
 
 
 @pytest.mark.parametrize("ref", [{"resource": "limits.gpu"}, {"resource": "limits.memory", "containerName": "x"},
-                                 {"resource": "limits.memory", "divisor": "0"}])
+                                 {"resource": "limits.memory", "divisor": "-1Mi"}])
 def test_bad_references_are_errors(ref: dict[str, Any]) -> None:
     with pytest.raises(ResourceFieldError):
         resource_field_value(ref, POD, APP, ALLOC)

@@ -60,6 +60,35 @@ async def test_service_account_token_authenticates_until_its_pod_is_gone(api: Ap
     assert (await as_pod.request("GET", "/version")).status == 401
 
 
+async def test_self_subject_review_answers_who_the_caller_is(api: ApiServer) -> None:
+    """`kubectl auth whoami`: any authenticated user may ask (system:basic-user); anonymous may not."""
+    world = World(api)
+    node = await world.node("n1")
+    pod = await world.simple_pod("p", "n1")
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {
+        "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": pod["metadata"]["uid"]}}}
+    token = (await node.request("POST", "/api/v1/namespaces/default/serviceaccounts/default/token",
+                                request)).body["status"]["token"]
+    path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    reply = await api.client(Identity("sa", token=token)).request("POST", path, body)
+    assert reply.status == 201
+    assert set(reply.body) == {"kind", "apiVersion", "metadata", "status"}
+    assert (reply.body["kind"], list(reply.body["metadata"])) == ("SelfSubjectReview", ["creationTimestamp"])
+    info = reply.body["status"]["userInfo"]
+    sa = await world.admin.get("serviceaccounts", "default", "default")
+    assert (info["username"], info["uid"]) == ("system:serviceaccount:default:default", sa["metadata"]["uid"])
+    assert info["groups"] == ["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"]
+    assert info["extra"]["authentication.kubernetes.io/pod-uid"] == [pod["metadata"]["uid"]]
+    as_node = (await node.request("POST", path, body)).body["status"]["userInfo"]
+    assert as_node == {"username": "system:node:n1", "groups": ["system:nodes", "system:authenticated"]}
+    anonymous = await api.client(None).request("POST", path, body)
+    assert anonymous.status == 403
+    assert anonymous.body["message"] == ('selfsubjectreviews.authentication.k8s.io is forbidden: User '
+                                         '"system:anonymous" cannot create resource "selfsubjectreviews" in API '
+                                         'group "authentication.k8s.io" at the cluster scope')
+
+
 async def test_injected_500_and_429(api: ApiServer) -> None:
     admin = api.admin()
     api.faults.fail(500, "GET", r"/api/v1/nodes$", times=1)
