@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from cri.errors import RuntimeError_
@@ -39,12 +39,19 @@ NO_POD_CIDR = "Kubenet does not have netConfig. This is most likely due to lack 
 
 class PodNetwork:
     def __init__(self, client: RestClient, node: str, clock: Clock, runtime: PodNetworkRuntime,
-                 non_masquerade_cidr: str, on_ready: Callable[[], None]) -> None:
+                 non_masquerade_cidr: str, on_ready: Callable[[], None], *,
+                 sync_routes: Callable[[Sequence[Route]], Awaitable[list[str]]] = host_gw.sync_routes,
+                 ensure_rules: Callable[[tuple[str, ...], str], Awaitable[None]] = ensure_rules,
+                 enable_forwarding: Callable[[tuple[str, ...]], None] = enable_forwarding) -> None:
+        """The netlink, iptables and sysctl steps are parameters so the unit tests can record them."""
         self.node = node
         self.clock = clock
         self.runtime = runtime
         self.non_masquerade_cidr = non_masquerade_cidr
         self.on_ready = on_ready
+        self._sync_routes = sync_routes
+        self._ensure_rules = ensure_rules
+        self._enable_forwarding = enable_forwarding
         self.watch = ListWatch(client, NODES_PATH, clock)
         self.pod_cidrs: tuple[str, ...] = ()  # set up on the runtime
         self._wanted_cidrs: tuple[str, ...] = ()  # from the own Node
@@ -104,7 +111,7 @@ class PodNetwork:
         await self._setup_local()
         routes = wanted_routes(self._nodes.values(), self.node)
         try:
-            errors = await host_gw.sync_routes(routes)
+            errors = await self._sync_routes(routes)
         except OSError as e:
             errors = [f"netlink: {e}"]
         if errors != self.route_errors:
@@ -122,8 +129,8 @@ class PodNetwork:
                 log.info("Updating Pod CIDR", extra={"kv": {"originalPodCIDR": ",".join(self.pod_cidrs),
                                                             "newPodCIDR": ",".join(cidrs)}})
                 self.pod_cidrs = cidrs
-            await ensure_rules(cidrs, self.non_masquerade_cidr)
-            enable_forwarding(cidrs)
+            await self._ensure_rules(cidrs, self.non_masquerade_cidr)
+            self._enable_forwarding(cidrs)
         except (RuntimeError_, IptablesError, OSError) as e:
             if self._error != str(e):
                 log.error("pod network setup failed", extra={"kv": {"podCIDRs": ",".join(cidrs), "err": str(e)}})
