@@ -1,8 +1,8 @@
 """Issue 14 item 4 end to end: two real agents on two "nodes" (two network namespaces, each with its own
 Docker Engine) joined by a bridge the test creates; the test API server allocates their podCIDRs; a pod on
 one node fetches a page from a pod on the other by pod IP, with its own pod IP as the source (no NAT inside
-the cluster CIDR); traffic leaving the cluster CIDR is masqueraded; a hostNetwork pod runs; a Node that
-leaves takes its route with it.
+the cluster CIDR); traffic leaving the cluster CIDR is masqueraded; a hostNetwork DaemonSet runs a pod on
+each node with the node's address; a Node that leaves takes its route with it.
 
 The second node's engine is `scripts/testenv up` with MKL_TEST_NETNS=<this netns>-peer (its images build
 in a few seconds); the bridge lives in a third netns, <this netns>-lan. Both are removed at teardown.
@@ -165,7 +165,7 @@ async def test_pods_on_two_nodes_reach_each_other_by_pod_ip(tmp_path: Path, dock
     with two_node_lan(netns) as peer:
         peer_host = f"unix:///run/{peer}/docker.sock"
         async with running_api(tmp_path / "api", host=NODE_A_IP, history=500, max_watch_seconds=10,
-                               cluster_cidrs=(CLUSTER_CIDR,)) as api, aiodocker.Docker(url=peer_host) as peer_docker:
+                               cluster_cidrs=(CLUSTER_CIDR,), workloads=True) as api, aiodocker.Docker(url=peer_host) as peer_docker:
             await run_two_nodes(tmp_path, api, docker, peer, peer_host, peer_docker)
 
 
@@ -243,13 +243,28 @@ async def run_two_nodes(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker
             outside = await b.wait_for("outside fetched", lambda: terminated("outside"), timeout=60)
         assert main_state(outside)["terminated"]["message"] == NODE_B_IP
 
-        # a hostNetwork pod (how DaemonSets of network add-ons and kube-proxy run) has the node's address
-        await admin.create(pod("host", b.node, {"command": ["sh", "-c", "ip -4 addr show lan0 > /dev/termination-log"]},
-                               hostNetwork=True,
-                               tolerations=[{"operator": "Exists"}]))
-        host = await b.wait_for("hostNetwork pod done", lambda: terminated("host"), timeout=60)
-        assert host["status"]["podIP"] == NODE_B_IP and host["status"]["podIPs"] == [{"ip": NODE_B_IP}]
-        assert f"inet {NODE_B_IP}/24" in main_state(host)["terminated"]["message"]
+        # a hostNetwork DaemonSet (how network add-ons and kube-proxy are deployed): a pod on each node, in the
+        # node's network namespace, with the node's address as its pod IP
+        await admin.create({"apiVersion": "apps/v1", "kind": "DaemonSet",
+                            "metadata": {"name": "net-agent", "namespace": "default"},
+                            "spec": {"selector": {"matchLabels": {"app": "net-agent"}},
+                                     "template": {"metadata": {"labels": {"app": "net-agent"}},
+                                                  "spec": {"hostNetwork": True, "terminationGracePeriodSeconds": 1,
+                                                           "automountServiceAccountToken": False,
+                                                           "containers": [{
+                                                               "name": "main", "image": BUSYBOX_IMAGE,
+                                                               "imagePullPolicy": "IfNotPresent",
+                                                               "command": ["sh", "-c", "ip -4 addr show lan0 > "
+                                                                           "/dev/termination-log; exec sleep 100000"]}]}}}})
+
+        async def daemons() -> list[dict[str, Any]] | None:
+            pods = (await admin.list("pods", "default", query="labelSelector=app%3Dnet-agent"))["items"]
+            up = [p for p in pods if "running" in main_state(p)]
+            return up if len(up) == 2 else None
+
+        by_node = {p["spec"]["nodeName"]: p for p in await a.wait_for("a daemon pod on each node", daemons, 60)}
+        assert {n: (p["status"]["podIP"], p["status"]["podIPs"]) for n, p in by_node.items()} == {
+            a.node: (NODE_A_IP, [{"ip": NODE_A_IP}]), b.node: (NODE_B_IP, [{"ip": NODE_B_IP}])}
 
         # node B leaves: its agent stops, its Node is deleted; node A drops the route, the CIDR is free again
         await stop_and_clean(b, peer_docker)
