@@ -112,8 +112,8 @@ class PodNetwork:
         routes = wanted_routes(self._nodes.values(), self.node)
         try:
             errors = await self._sync_routes(routes)
-        except OSError as e:
-            errors = [f"netlink: {e}"]
+        except Exception as e:  # netlink trouble must not stop the agent; the next resync tries again
+            errors = [f"netlink: {e or type(e).__name__}"]
         if errors != self.route_errors:
             for err in errors:
                 log.warning("route to a node's pod CIDR not set", extra={"kv": {"err": err}})

@@ -97,6 +97,11 @@ def forget_pod_network(docker_host: str) -> None:
     sh("env", f"DOCKER_HOST={docker_host}", "docker", "network", "rm", "minikubelet-pods", check=False)
 
 
+def our_rules() -> list[str]:
+    return [r for table in ("filter", "nat") for r in sh("iptables", "-w", "5", "-t", table, "-S").splitlines()
+            if IPTABLES_COMMENT in r]
+
+
 def our_routes(netns: str | None) -> list[tuple[str, str]]:
     """(destination, gateway) of our routes."""
     ns = ["-n", netns] if netns else []
@@ -242,6 +247,22 @@ async def run_two_nodes(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker
             await admin.create(pod("outside", b.node, fetch(f"http://{NODE_A_IP}:{port}/")))
             outside = await b.wait_for("outside fetched", lambda: terminated("outside"), timeout=60)
         assert main_state(outside)["terminated"]["message"] == NODE_B_IP
+
+        # node A's agent killed and started again: it finds its network, rules and routes as they were
+        rules_before = our_rules()
+        assert len(rules_before) == 2  # the forward accept and the masquerade rule
+        a.kill9()
+        a.start()
+        await a.wait_up()
+
+        async def set_up_again() -> bool:
+            return "pod network ready" in a.log().split("starting minikubelet")[-1]
+
+        await a.wait_for("A's pod network set up again", set_up_again)
+        await admin.create(pod("again", b.node, fetch(f"http://{web_ip}:8080/")))
+        again = await b.wait_for("page fetched after the restart", lambda: terminated("again"), timeout=60)
+        assert main_state(again)["terminated"]["message"] == "hello-from-web-a\n"
+        assert our_rules() == rules_before and our_routes(None) == [(cidr_b, NODE_B_IP)]
 
         # a hostNetwork DaemonSet (how network add-ons and kube-proxy are deployed): a pod on each node, in the
         # node's network namespace, with the node's address as its pod IP
