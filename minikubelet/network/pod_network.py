@@ -31,6 +31,7 @@ log = logging.getLogger("minikubelet.network")
 Json = dict[str, Any]
 
 NODES_PATH = "/api/v1/nodes"
+SETUP_TIMEOUT = 120.0  # as runtimeRequestTimeout's default
 RESYNC_PERIOD = 30.0  # routes and rules are checked again (someone may have flushed them)
 # upstream's runtime condition as the kubelet prints it; the message is kubenet's (cri-dockerd) own
 NOT_READY = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:docker: network plugin is not ready: "
@@ -125,13 +126,14 @@ class PodNetwork:
             return
         try:
             if cidrs != self.pod_cidrs:
-                await self.runtime.update_pod_cidrs(cidrs)
+                async with asyncio.timeout(SETUP_TIMEOUT):  # the unwrapped runtime has no request timeout
+                    await self.runtime.update_pod_cidrs(cidrs)
                 log.info("Updating Pod CIDR", extra={"kv": {"originalPodCIDR": ",".join(self.pod_cidrs),
                                                             "newPodCIDR": ",".join(cidrs)}})
                 self.pod_cidrs = cidrs
             await self._ensure_rules(cidrs, self.non_masquerade_cidr)
             self._enable_forwarding(cidrs)
-        except (RuntimeError_, IptablesError, OSError) as e:
+        except (RuntimeError_, IptablesError, OSError, TimeoutError) as e:
             if self._error != str(e):
                 log.error("pod network setup failed", extra={"kv": {"podCIDRs": ",".join(cidrs), "err": str(e)}})
             self._error = str(e) or type(e).__name__
