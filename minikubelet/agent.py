@@ -292,8 +292,13 @@ class Agent:
             log.error("--pod-network=host-gw: the container runtime cannot set up a pod network; pods use its default")
             return
         self.pod_network = PodNetwork(self.join.client, self.node_name, self.clock, self.network_runtime,
-                                      self.config.non_masquerade_cidr, on_ready=self.workers.wake_all)
+                                      self.config.non_masquerade_cidr, on_ready=self._pod_network_ready)
         self.syncer.network_errors = self.pod_network.errors
+
+    def _pod_network_ready(self) -> None:
+        self.workers.wake_all()  # pods held back by NetworkNotReady start now
+        if self.join is not None and self.join.status is not None:
+            self.join.status.wake()  # Ready=True goes out now, not at the next update period
 
     def _start_event_sink(self) -> None:
         from minikubelet.events.api_sink import ApiEventSink

@@ -90,10 +90,11 @@ def forget_pod_network(docker_host: str) -> None:
     """What the agent leaves on this node on purpose (it outlives the agent, as a CNI bridge does): the Docker
     network, our routes and rules. Removed so the next test starts clean (the peer node goes entirely)."""
     sh("ip", "route", "flush", "proto", ROUTE_PROTOCOL, check=False)
-    for table in ("filter", "nat"):
-        for rule in sh("iptables", "-w", "5", "-t", table, "-S", check=False).splitlines():
-            if IPTABLES_COMMENT in rule and rule.startswith("-A "):
-                sh("sh", "-c", f"iptables -w 5 -t {table} {rule.replace('-A ', '-D ', 1)}", check=False)
+    for binary in ("iptables", "ip6tables"):
+        for table in ("filter", "nat"):
+            for rule in sh(binary, "-w", "5", "-t", table, "-S", check=False).splitlines():
+                if IPTABLES_COMMENT in rule and rule.startswith("-A "):
+                    sh("sh", "-c", f"{binary} -w 5 -t {table} {rule.replace('-A ', '-D ', 1)}", check=False)
     sh("env", f"DOCKER_HOST={docker_host}", "docker", "network", "rm", "minikubelet-pods", check=False)
 
 
@@ -300,3 +301,38 @@ async def run_two_nodes(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker
         await stop_and_clean(b, peer_docker)
         await stop_and_clean(a, docker)
         forget_pod_network(agent_env.docker_host())
+
+
+async def test_dual_stack_pod_gets_an_address_of_each_family(tmp_path: Path, docker: aiodocker.Docker) -> None:
+    async with running_api(tmp_path / "api", history=500, max_watch_seconds=10,
+                           cluster_cidrs=(CLUSTER_CIDR, "fd00:10:244::/56")) as api:
+        admin = api.admin()
+        a = JoinedAgent(tmp_path / "a", agent_env.docker_host(), api, "--pod-network", "host-gw",
+                        "--non-masquerade-cidr", CLUSTER_CIDR)
+        try:
+            a.start()
+            await a.wait_up()
+
+            async def own_node() -> dict[str, Any] | None:
+                node = await get(admin, "nodes", a.node)
+                return node if node is not None and ready(node).get("status") == "True" else None
+
+            node = await a.wait_for("the node Ready", own_node, timeout=60)
+            assert node["spec"]["podCIDRs"] == ["10.244.0.0/24", "fd00:10:244::/64"]
+            await admin.create(pod("dual", a.node, {"command": ["sh", "-c", "ip addr show eth0 > /dev/termination-log"]}))
+
+            async def done() -> dict[str, Any] | None:
+                p = await get(admin, "pods", "dual", "default")
+                return p if p is not None and "terminated" in main_state(p) else None
+
+            dual = await a.wait_for("the dual-stack pod done", done, timeout=60)
+            ips = [entry["ip"] for entry in dual["status"]["podIPs"]]
+            assert len(ips) == 2 and dual["status"]["podIP"] == ips[0]
+            assert ipaddress.ip_address(ips[0]) in ipaddress.ip_network("10.244.0.0/24")
+            assert ipaddress.ip_address(ips[1]) in ipaddress.ip_network("fd00:10:244::/64")
+            # the addresses the API reports are the ones the pod has
+            seen = main_state(dual)["terminated"]["message"]
+            assert f"inet {ips[0]}/24 " in seen and f"inet6 {ips[1]}/64 scope global" in seen
+        finally:
+            await stop_and_clean(a, docker)
+            forget_pod_network(agent_env.docker_host())
