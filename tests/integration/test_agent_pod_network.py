@@ -67,6 +67,9 @@ def two_node_lan(netns: str) -> Iterator[str]:
     agent_env.docker_host()  # skips without the engine
     peer, lan = f"{netns}-peer", f"{netns}-lan"
     run_testenv(peer, "up")
+    # what a killed run may have left: the LAN netns (deleting it takes the veth pairs with it)
+    sh("ip", "netns", "delete", lan, check=False)
+    sh("ip", "link", "delete", "lan0", check=False)
     try:
         sh("ip", "netns", "add", lan)
         sh("ip", "-n", lan, "link", "add", "br0", "type", "bridge")
