@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 from cgroups.allocatable import hard_eviction_reservation, parse_resource_list
 from cgroups.detect import detect_cgroup_version
 from cri.instrumented import InstrumentedRuntime
+from cri.network import PodNetworkRuntime
 from cri.runtime import Runtime
 from cri.streaming import StreamingRuntime
 from cri.timeouts import RequestTimeoutRuntime
@@ -74,6 +75,7 @@ from probes.manager import ProbeManager
 if TYPE_CHECKING:
     from minikubelet.events.api_sink import ApiEventSink
     from minikubelet.kubeapi.informer import Informer
+    from minikubelet.network.pod_network import PodNetwork
     from minikubelet.node.join import NodeJoin
     from minikubelet.node.lister import NodeLister
     from minikubelet.pod.mirror import MirrorPods, StaticPod
@@ -94,6 +96,7 @@ class Agent:
         self.config = config
         # The unwrapped runtime: interactive exec is an optional capability the wrappers do not forward.
         self.streaming = runtime if isinstance(runtime, StreamingRuntime) else None
+        self.network_runtime = runtime if isinstance(runtime, PodNetworkRuntime) else None
         runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
@@ -156,6 +159,7 @@ class Agent:
         self._orphans_pending = True
         self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
         self.node_lister: NodeLister | None = None
+        self.pod_network: PodNetwork | None = None  # joined with --pod-network=host-gw
         self._refetches: set[asyncio.Task[None]] = set()
         self.status_sync: PodStatusSync | None = None
         self.services: Informer | None = None
@@ -261,6 +265,8 @@ class Agent:
         assert self.join is not None and self.join.client is not None
         client = self.join.client
         self.node_lister = NodeLister(client, self.node_name, self.clock)
+        if self.pod_network is not None:
+            self.node_lister.on_object = self.pod_network.own_node
         self.manager.refetch_node = self._refetch_node
         # the kubelet's service informer: every Service with a cluster IP, for the pods' service env
         self.services = Informer(client, "/api/v1/services", self.clock, field_selector="spec.clusterIP!=None")
@@ -276,6 +282,23 @@ class Agent:
                                              max_pods=10 * max(self.config.max_pods, 1),
                                              mirrors=self.mirrors.set_mirror_pods)
         self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated)
+
+    def _start_pod_network(self) -> None:
+        """Before the registration, so the first Ready condition already carries the network's state."""
+        from minikubelet.network.pod_network import PodNetwork
+
+        assert self.join is not None and self.join.client is not None
+        if self.network_runtime is None:
+            log.error("--pod-network=host-gw: the container runtime cannot set up a pod network; pods use its default")
+            return
+        self.pod_network = PodNetwork(self.join.client, self.node_name, self.clock, self.network_runtime,
+                                      self.config.non_masquerade_cidr, on_ready=self._pod_network_ready)
+        self.syncer.network_errors = self.pod_network.errors
+
+    def _pod_network_ready(self) -> None:
+        self.workers.wake_all()  # pods held back by NetworkNotReady start now
+        if self.join is not None and self.join.status is not None:
+            self.join.status.wake()  # Ready=True goes out now, not at the next update period
 
     def _start_event_sink(self) -> None:
         from minikubelet.events.api_sink import ApiEventSink
@@ -369,6 +392,7 @@ class Agent:
             kubelet_port=self.config.port if self.config.port > 0 else KUBELET_PORT,
             declared_features=declared_features(self.config.feature_gates),
             runtime_errors=runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None),
+            network_errors=self.pod_network.errors() if self.pod_network is not None else (),
         )
 
     async def health(self) -> list[tuple[str, str | None]]:
@@ -430,10 +454,14 @@ class Agent:
             # go out before the registration, as upstream's.
             await self.join.connect()
             self._start_event_sink()
+            if cfg.pod_network == "host-gw":
+                self._start_pod_network()
             self._birth_cry()
             await self.join.register()
             self._start_api_pods()
         else:
+            if cfg.pod_network:
+                log.warning("--pod-network needs the API server (--kubeconfig); pods use the runtime's default network")
             self._birth_cry()
         if cfg.port > 0 or (cfg.port < 0 and self.join is not None):
             from minikubelet.server.kubelet_api_wiring import start_kubelet_api  # only a node that serves it
@@ -463,6 +491,7 @@ class Agent:
                     tg.create_task(self.stats.run(), name="stats-housekeeping"),
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
                     *([tg.create_task(self.node_lister.run(), name="node-lister")] if self.node_lister else []),
+                    *([tg.create_task(self.pod_network.run(), name="pod-network")] if self.pod_network else []),
                     *([tg.create_task(self._run_api_pods(), name="api-pods")] if self.api_source else []),
                     *([tg.create_task(self.services.run(), name="services")] if self.services else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),

@@ -140,12 +140,26 @@ def sandbox_ip(inspect: Mapping[str, Any]) -> str:
     return ""
 
 
+def sandbox_additional_ips(inspect: Mapping[str, Any], primary: str) -> tuple[str, ...]:
+    """The other family's address of a dual-stack sandbox (cri-dockerd: additionalIps)."""
+    if not primary:
+        return ()
+    out: list[str] = []
+    for network in ((inspect.get("NetworkSettings") or {}).get("Networks") or {}).values():
+        for key in ("IPAddress", "GlobalIPv6Address"):
+            ip = str((network or {}).get(key) or "")
+            if ip and ip != primary and ip not in out:
+                out.append(ip)
+    return tuple(out)
+
+
 def sandbox_status(inspect: Mapping[str, Any]) -> PodSandboxStatus:
     docker_labels = _labels(inspect)
     labels, annotations = extract_labels(docker_labels)
     state = inspect.get("State") or {}
     running = bool(state.get("Running"))
     pid = int(state.get("Pid") or 0)
+    ip = sandbox_ip(inspect) if running else ""
     return PodSandboxStatus(
         id=str(inspect["Id"]),
         metadata=PodMeta(
@@ -156,7 +170,8 @@ def sandbox_status(inspect: Mapping[str, Any]) -> PodSandboxStatus:
         ),
         state=SandboxState.READY if running else SandboxState.NOTREADY,
         created_at=parse_docker_time(inspect.get("Created")),
-        ip=sandbox_ip(inspect) if running else "",
+        ip=ip,
+        additional_ips=sandbox_additional_ips(inspect, ip),
         labels=labels,
         annotations=annotations,
         network_namespace=f"/proc/{pid}/ns/net" if running and pid else "",

@@ -68,10 +68,11 @@ def resource_fields(resources: LinuxResources | None) -> dict[str, int]:
     return fields
 
 
-def sandbox_create_body(config: PodSandboxConfig, image: str) -> dict[str, Any]:
+def sandbox_create_body(config: PodSandboxConfig, image: str, network: str = "default") -> dict[str, Any]:
+    """`network`: the Docker network of pod sandboxes that do not use the host's."""
     exposed, bindings = port_bindings(config.port_mappings)
     host_config: dict[str, Any] = {
-        "NetworkMode": "host" if config.host_network else "default",
+        "NetworkMode": "host" if config.host_network else network,
         "IpcMode": "host" if config.host_ipc else "shareable",
         "RestartPolicy": {"Name": "no"},
         "LogConfig": LOG_CONFIG,

@@ -26,6 +26,7 @@ from cri.docker.naming import (
     make_container_name,
     make_sandbox_name,
 )
+from cri.docker.pod_network import POD_NETWORK, ensure_pod_network
 from cri.docker.port_forward import connect_in_netns
 from cri.docker.resolv_conf import resolv_conf_content, rewrite_resolv_conf
 from cri.errors import (
@@ -81,6 +82,7 @@ class DockerRuntime:
         self.log_opts = log_options(log_max_size, log_max_files)
         self.pause_image = pause_image
         self.sandbox_stop_timeout = sandbox_stop_timeout
+        self.pod_network = "default"  # the Docker network of new sandboxes; ours once update_pod_cidrs ran
         self._client_: DockerClient | None = None
 
     # -- connection -------------------------------------------------------------------------
@@ -194,7 +196,7 @@ class DockerRuntime:
             # A dead sandbox's namespaces are gone; the only way forward is a fresh one.
             await self.remove_pod_sandbox(str(existing["Id"]))
         await self._ensure_pause_image()
-        body = sandbox_create_body(config, self.pause_image)
+        body = sandbox_create_body(config, self.pause_image, self.pod_network)
         try:
             created = await self._client.post("containers/create", body, params={"name": name})
         except NotFoundError as exc:
@@ -231,6 +233,10 @@ class DockerRuntime:
                 if existing is not None:
                     return str(existing["Id"])
                 await asyncio.sleep(0.02)
+
+    async def update_pod_cidrs(self, cidrs: tuple[str, ...]) -> None:
+        await ensure_pod_network(self._client, cidrs)
+        self.pod_network = POD_NETWORK
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
         await self.stop_container(sandbox_id, self.sandbox_stop_timeout)

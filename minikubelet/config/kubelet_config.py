@@ -76,6 +76,8 @@ class KubeletConfig:
     kubeconfig: str = ""
     bootstrap_kubeconfig: str = ""
     node_ip: str = ""
+    pod_network: str = ""  # "" = Docker's default bridge; "host-gw": the node's podCIDR, routes to the others
+    non_masquerade_cidr: str = "10.0.0.0/8"
     kube_api_qps: int = 50
     kube_api_burst: int = 100
     node_status_report_frequency: float = 300.0
@@ -201,6 +203,13 @@ def _ip(value: object) -> str:
 
 def _optional_ip(value: object) -> str:
     return "" if value == "" else _ip(value)
+
+
+def _cidr(value: object) -> str:
+    try:
+        return str(ipaddress.ip_network(_string(value), strict=False))
+    except ValueError:
+        raise ValueError(f"must be a CIDR like 10.0.0.0/8, got {value!r}") from None
 
 
 def _static_pod_url(value: object) -> str:
@@ -588,6 +597,10 @@ _FIELDS = (
     _Field("bootstrap_kubeconfig", None, "--bootstrap-kubeconfig", _optional_absolute_path,
            "Kubeconfig with a bootstrap token: request a client certificate, write --kubeconfig (default <root-dir>/kubelet.conf)."),
     _Field("node_ip", None, "--node-ip", _optional_ip, "IP address of the node (InternalIP); default: the default route's interface."),
+    _Field("pod_network", None, "--pod-network", _one_of("", "host-gw"),
+           "Pod networking of a joined node: \"host-gw\" (a bridge on the Node's spec.podCIDRs, routes to other Nodes' podCIDRs via their InternalIPs) or \"\" (Docker's default bridge)."),
+    _Field("non_masquerade_cidr", None, "--non-masquerade-cidr", _cidr,
+           "With --pod-network=host-gw: pod traffic to addresses outside this range is masqueraded (the cluster CIDR)."),
     _Field("kube_api_qps", "kubeAPIQPS", "--kube-api-qps", _int_between(0, _INT32_MAX), "Requests per second to the API server (0: unlimited).", int),
     _Field("kube_api_burst", "kubeAPIBurst", "--kube-api-burst", _int_between(0, _INT32_MAX), "Burst of requests to the API server.", int),
     _Field("node_status_report_frequency", "nodeStatusReportFrequency", None, _positive_duration),

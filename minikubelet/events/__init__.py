@@ -34,6 +34,7 @@ SANDBOX_CHANGED = "SandboxChanged"
 FAILED_MOUNT = "FailedMount"
 INSPECT_FAILED = "InspectFailed"
 ERR_IMAGE_NEVER_PULL = "ErrImageNeverPull"
+NETWORK_NOT_READY = "NetworkNotReady"
 # The node's own (involvedObject the Node; written to the `default` namespace).
 STARTING_KUBELET = "Starting"
 CGROUP_V1 = "CgroupV1"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
 from typing import Any
 
@@ -99,6 +99,7 @@ class NodeLister:
         self.synced = asyncio.Event()  # the first list arrived (upstream nodeHasSynced)
         self._node: Node | None = None
         self.resource_version = ""  # of the Node in use
+        self.on_object: Callable[[Json], None] | None = None  # each newer Node object seen (the pod network's podCIDRs)
 
     def get(self) -> Node | None:
         """The last Node seen, or None before any."""
@@ -132,6 +133,8 @@ class NodeLister:
         if _older(rv, self.resource_version):
             return  # a read that crossed a newer watch event (upstream isNewer)
         self.resource_version = rv
+        if self.on_object is not None:
+            self.on_object(obj)
         if self._node is None or self._node.labels != node.labels or self._node.taints != node.taints:
             log.info("node labels and taints for admission", extra={"kv": {
                 "node": node.name, "labels": len(node.labels), "taints": [str(t) for t in node.taints]}})

@@ -52,6 +52,7 @@ class NodeStatusInputs:
     disk_pressure: bool = False
     pid_pressure: bool = False
     runtime_errors: tuple[str, ...] = ()  # container runtime down, PLEG unhealthy, ...
+    network_errors: tuple[str, ...] = ()  # the runtime's pod network not ready
     declared_features: tuple[str, ...] = ()
 
 
@@ -198,7 +199,7 @@ def _aggregate(errors: Sequence[str]) -> str:
 
 
 def set_ready_condition(node: Json, inputs: NodeStatusInputs, now: str, events: list[tuple[str, str]]) -> None:
-    errors = list(inputs.runtime_errors)
+    errors = [*inputs.runtime_errors, *inputs.network_errors]
     capacity = node.get("status", {}).get("capacity") or {}
     missing = [r for r in _REQUIRED_CAPACITY if r not in capacity]
     if missing:

@@ -9,6 +9,7 @@ spreads nodes' reports). Five attempts per round. A Node that disappeared is reg
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import random
@@ -46,11 +47,25 @@ class NodeStatusUpdater:
         self.last_report: float | None = None  # monotonic
         self.delay_after_change = 0.0
         self.patches = 0
+        self._wake = asyncio.Event()
+
+    def wake(self) -> None:
+        """Sync now, not at the end of the period: the node just turned ready (upstream fastStatusUpdateOnce
+        reports that at once)."""
+        self._wake.set()
 
     async def run(self) -> None:
         while True:
+            self._wake.clear()
             await self.sync()
-            await self.clock.sleep(self.update_frequency * (1 + random.random() * JITTER))
+            sleep = asyncio.ensure_future(self.clock.sleep(self.update_frequency * (1 + random.random() * JITTER)))
+            woken = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({sleep, woken}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (sleep, woken):
+                    t.cancel()
+                await asyncio.gather(sleep, woken, return_exceptions=True)
 
     async def sync(self) -> None:
         if not self.registered:

@@ -538,7 +538,7 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
     pod_ip = _pod_ip(inp)
     if pod_ip:
         status["podIP"] = pod_ip
-        status["podIPs"] = [{"ip": pod_ip}]
+        status["podIPs"] = [{"ip": ip} for ip in (pod_ip, *_additional_pod_ips(inp))]
     elif old.get("podIP"):
         status["podIP"], status["podIPs"] = old["podIP"], old.get("podIPs", [{"ip": old["podIP"]}])
     status["startTime"] = old.get("startTime") or rfc3339(inp.now)
@@ -549,6 +549,15 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
         status["qosClass"] = inp.qos_class
     status.update(pod_resources_status(pod))
     return status
+
+
+def _additional_pod_ips(inp: StatusInputs) -> tuple[str, ...]:
+    """The dual-stack sandbox's other family, as upstream's determinePodIPs (one address per family)."""
+    sb = inp.state.sandbox
+    if inp.pod.host_network or sb is None or not sb.ip:
+        return ()
+    primary_v6 = ":" in sb.ip
+    return tuple(ip for ip in sb.additional_ips if (":" in ip) != primary_v6)[:1]
 
 
 def _pod_ip(inp: StatusInputs) -> str:

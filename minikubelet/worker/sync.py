@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -45,6 +46,7 @@ EXCEEDED_GRACE_SLACK = 1.0
 MAX_TERMINATION_MESSAGE = 4096
 FALLBACK_LOG_LINES = 80
 FALLBACK_LOG_BYTES = 2048
+NETWORK_NOT_READY_MESSAGE = "network is not ready"
 DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
 
 
@@ -64,6 +66,7 @@ class PodSyncer:
         self._root_dir = root_dir
         self._host_ip = host_ip
         self.container_id_scheme = "docker://"  # set from the runtime's version at start-up
+        self.network_errors: Callable[[], tuple[str, ...]] | None = None  # the pod network's, when it has one
 
     @property
     def cgroups(self) -> CgroupSource | None:
@@ -97,6 +100,10 @@ class PodSyncer:
             # upstream SyncPod sets the status before it touches the runtime: the first status, and the
             # startTime in it, come before the sandbox and the containers
             await self.publish(view, state, st, terminal=False)
+        if not view.host_network and (errors := self.network_errors() if self.network_errors else ()):
+            # upstream SyncPod: only host-network pods start while the runtime network is not ready
+            self._recorder.pod_event(pod, "Warning", ev.NETWORK_NOT_READY, f"{NETWORK_NOT_READY_MESSAGE}: {errors[0]}")
+            return None
         await self.containers.refresh_volumes(view)
         actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:

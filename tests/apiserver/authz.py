@@ -117,9 +117,10 @@ class Authorizer:
         if a.group == "" and a.resource == "nodes" and not a.subresource and a.verb in _READ:
             if a.name == node:
                 return True, True, ""
+            # NoOpinion, as upstream: RBAC may still allow it (a ClusterRole like a network add-on's)
             if not a.name:
-                return True, False, f"node '{node}' cannot read all nodes, only its own Node object"
-            return True, False, f"node '{node}' cannot read '{a.name}', only its own Node object"
+                return False, False, f"node '{node}' cannot read all nodes, only its own Node object"
+            return False, False, f"node '{node}' cannot read '{a.name}', only its own Node object"
         if a.group == "" and a.resource == "pods" and not a.subresource and a.verb in _READ:
             if a.verb == "get":
                 return self._graph(node, a)

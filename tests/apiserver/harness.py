@@ -22,6 +22,7 @@ from tests.apiserver import auth, pki
 from tests.apiserver.authz import Authorizer
 from tests.apiserver.client import Client, Identity
 from tests.apiserver.controllers import CsrController
+from tests.apiserver.node_ipam import NodeIpam
 from tests.apiserver.proxy import KubeletProxy
 from tests.apiserver.registry import Registry, Violation
 from tests.apiserver.server import Faults, Handler
@@ -40,7 +41,8 @@ def _free_port(host: str) -> int:
 class ApiServer:
     def __init__(self, workdir: Path, *, host: str = "127.0.0.1", port: int = 0, history: int = 1000,
                  max_watch_seconds: float = 60.0, approve_serving_csrs: bool = True,
-                 workloads: bool = False) -> None:
+                 workloads: bool = False, cluster_cidrs: tuple[str, ...] = (), node_cidr_mask_size: int = 24,
+                 node_cidr_mask_size_ipv6: int = 64) -> None:
         self.workdir = workdir
         self.host = host
         self.port = port or _free_port(host)
@@ -56,6 +58,10 @@ class ApiServer:
         self.csr_controller = CsrController(self.store, self.ca, approve_serving=approve_serving_csrs)
         # the scheduler and the workload controllers; off by default so tests can bind pods themselves
         self.workloads = Workloads(self.store, self.registry) if workloads else None
+        # kube-controller-manager --allocate-node-cidrs --cluster-cidr=<cluster_cidrs> (off when empty)
+        self.node_ipam = NodeIpam(self.store, cluster_cidrs, tuple(
+            node_cidr_mask_size if ":" not in c else node_cidr_mask_size_ipv6 for c in cluster_cidrs)
+        ) if cluster_cidrs else None
         # kubeadm's SANs: the in-cluster names and the `kubernetes` Service's ClusterIP, so pods can verify it
         serving = self.ca.issue("kube-apiserver", server=True, dns=(
             "localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
@@ -91,6 +97,8 @@ class ApiServer:
         self.csr_controller.start()
         if self.workloads is not None:
             self.workloads.start()
+        if self.node_ipam is not None:
+            self.node_ipam.start()
 
     async def stop(self) -> None:
         """Stop serving: open connections (watches too) are cut; storage stays."""
@@ -99,6 +107,8 @@ class ApiServer:
         await self.csr_controller.stop()
         if self.workloads is not None:
             await self.workloads.stop()
+        if self.node_ipam is not None:
+            await self.node_ipam.stop()
         self.watches.drop()
         runner, self._runner = self._runner, None
         await runner.cleanup()

@@ -57,6 +57,8 @@ class AgentProcess:
         self.extra: dict[str, Any] = {}
         self.args: list[str] = []  # flags after --config (flag-only settings, kubeconfigs)
         self.docker_host = docker
+        self.prefix: list[str] = []  # before the agent's command, e.g. nsenter into another node's netns
+        self.host = "127.0.0.1"  # where its read-only port is reached (with "address" in `extra` to match)
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = base / "agent.log"
         self._log_fh: Any = None
@@ -84,7 +86,7 @@ class AgentProcess:
         self.write_config()
         self._log_fh = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2", *self.args],
+            [*self.prefix, sys.executable, "-m", "minikubelet", "run", "--config", str(self.config), "--v", "2", *self.args],
             stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -115,7 +117,7 @@ class AgentProcess:
         return p
 
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+        return f"http://{self.host}:{self.port}{path}"
 
     async def get_json(self, path: str) -> Any:
         async with aiohttp.ClientSession() as s, s.get(self.url(path)) as r:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -357,3 +358,14 @@ def test_streaming_connection_idle_timeout(tmp_path: Path) -> None:
     assert load_config(None, flags)[0].streaming_connection_idle_timeout == 30.0
     with pytest.raises(ConfigError, match=r"^streamingConnectionIdleTimeout: must be greater than 0"):
         load_config(write(tmp_path, "streamingConnectionIdleTimeout: 0s\n"), {})
+
+
+def test_pod_network_flags(tmp_path: Path) -> None:
+    cfg, _ = load_config(None, {"pod_network": "host-gw", "non_masquerade_cidr": "10.244.0.0/16"})
+    assert (cfg.pod_network, cfg.non_masquerade_cidr) == ("host-gw", "10.244.0.0/16")
+    default, _ = load_config(None, {})
+    assert (default.pod_network, default.non_masquerade_cidr) == ("", "10.0.0.0/8")
+    with pytest.raises(ConfigError, match=re.escape('--pod-network: supported values: "", "host-gw", got \'flannel\'')):
+        load_config(None, {"pod_network": "flannel"})
+    with pytest.raises(ConfigError, match=re.escape("--non-masquerade-cidr: must be a CIDR like 10.0.0.0/8, got '10.0.0.0/33'")):
+        load_config(None, {"non_masquerade_cidr": "10.0.0.0/33"})

@@ -155,3 +155,30 @@ async def test_condition_transitions_are_recorded_as_node_events(api_server: Api
         assert recorded[2:] == [("Normal", "NodeHasSufficientMemory"), ("Normal", "NodeReady")]
     finally:
         await w.client.close()
+
+
+async def test_wake_syncs_at_once_instead_of_at_the_end_of_the_period(api_server: ApiServer, tmp_path: Path) -> None:
+    import asyncio
+
+    from tests.unit.kubeapi.helpers import eventually
+
+    w = World(api_server, tmp_path)
+    task = asyncio.create_task(w.updater.run())
+    try:
+        for _ in range(100):  # the registration's own waits run on the fake clock
+            if w.updater.patches == 1:
+                break
+            w.clock.advance(0.05)
+            await asyncio.sleep(0.02)
+        assert w.updater.patches == 1
+        w.inputs = status_inputs(network_errors=("container runtime network not ready: …",))
+        await asyncio.sleep(0.2)
+        assert w.updater.patches == 1  # the fake clock holds the period: nothing more without a wake
+        w.updater.wake()
+        await eventually(lambda: w.updater.patches == 2, what="the woken report")
+        ready = w.updater.node["status"]["conditions"][3]  # type: ignore[index]
+        assert ready["message"] == "container runtime network not ready: …"
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await w.client.close()

@@ -112,3 +112,17 @@ def test_images_are_the_50_largest_with_5_names_each() -> None:
     listed = node["status"]["images"]  # type: ignore[index]
     assert len(listed) == 50 and listed[0]["sizeBytes"] == 59 and listed[-1]["sizeBytes"] == 10
     assert listed[0]["names"] == ["r59@sha256:0", "r59@sha256:1", "r59@sha256:2", "r59:t0", "r59:t1"]
+
+
+def test_pod_network_not_ready_makes_the_node_not_ready_with_the_runtimes_condition() -> None:
+    from minikubelet.network.pod_network import NO_POD_CIDR, NOT_READY
+
+    node: dict[str, object] = {}
+    set_node_status(node, inputs(network_errors=(NOT_READY + NO_POD_CIDR,)), T0)
+    ready = node["status"]["conditions"][3]  # type: ignore[index]
+    assert (ready["status"], ready["reason"]) == ("False", "KubeletNotReady")
+    assert ready["message"] == (
+        "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+        "message:docker: network plugin is not ready: Kubenet does not have netConfig. "
+        "This is most likely due to lack of PodCIDR")
+    assert set_node_status(node, inputs(), T0 + 10) == [("Normal", "NodeReady")]

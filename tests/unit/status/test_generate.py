@@ -235,3 +235,16 @@ def test_last_state_of_a_removed_container_is_kept_from_the_previous_status() ->
     assert cs["state"] == {"waiting": {"reason": "ContainerCreating"}}
     assert cs["restartCount"] == 1
     assert cs["lastState"] == first["containerStatuses"][0]["lastState"]
+
+
+def test_dual_stack_pod_reports_both_families_primary_first() -> None:
+    from dataclasses import replace
+
+    p = pod([c("app")])
+    dual = replace(sandbox(ip="10.244.1.2"), additional_ips=("fd00:10:244:1::2", "fd00:10:244:1::3"))
+    s = status(p, running(p, "app"), sandboxes=[dual])
+    assert s["podIP"] == "10.244.1.2"
+    assert s["podIPs"] == [{"ip": "10.244.1.2"}, {"ip": "fd00:10:244:1::2"}]  # one per family, as upstream
+    host = pod([c("app")])
+    host["spec"]["hostNetwork"] = True
+    assert status(host, running(host, "app"), sandboxes=[dual])["podIPs"] == [{"ip": "192.0.2.2"}]
