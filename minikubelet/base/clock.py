@@ -63,6 +63,11 @@ class FakeClock:
             if not fut.done():
                 fut.set_result(None)
 
+    @property
+    def sleepers(self) -> int:
+        """Tasks asleep on this clock now: a test advances time only once the task it means to wake sleeps."""
+        return sum(1 for _, fut in self._sleepers if not fut.done())
+
     async def sleep(self, seconds: float) -> None:
         if seconds <= 0:
             await asyncio.sleep(0)

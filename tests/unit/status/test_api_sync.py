@@ -202,6 +202,7 @@ async def test_a_held_back_terminal_phase_is_written_once_the_worker_is_done(
         await eventually(lambda: len(_writes(client)) == 2, what="the status without its phase")
         assert "phase" not in _writes(client)[1][2]["status"]
         terminated.add(uid)  # the same status stays: no listener call, the sync notices the worker
+        await eventually(lambda: clock.sleepers == 1, what="the sync loop asleep again")
         clock.advance(0.6)
         await eventually(lambda: len(_writes(client)) == 3, what="the terminal phase")
         assert _writes(client)[2][2]["status"]["phase"] == "Succeeded"
