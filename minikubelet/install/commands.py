@@ -34,6 +34,8 @@ def add_commands(sub: Any) -> None:
     j.add_argument("--cluster-domain", default="cluster.local")
     j.add_argument("--cgroup-driver", choices=("cgroupfs", "systemd"), default="cgroupfs",
                    help="Must match the container runtime's (docker info: Cgroup Driver).")
+    j.add_argument("--container-runtime-endpoint", default="", metavar="URL",
+                   help="Runtime socket (default unix:///var/run/docker.sock).")
     j.add_argument("--wheelhouse", default="", metavar="DIR",
                    help="Install or upgrade the agent in /opt/minikubelet/venv from these wheels (offline).")
     _common(j)
@@ -67,7 +69,8 @@ async def run_command(ns: argparse.Namespace) -> int:
                 endpoint=ns.endpoint, token=ns.token, ca_cert_hashes=list(ns.ca_hashes),
                 unsafe_skip_ca_verification=ns.unsafe, node_name=ns.node_name, node_ip=ns.node_ip,
                 cluster_dns=[x for x in ns.cluster_dns.split(",") if x], cluster_domain=ns.cluster_domain,
-                cgroup_driver=ns.cgroup_driver, wheelhouse=ns.wheelhouse, discovery_timeout=ns.discovery_timeout)
+                cgroup_driver=ns.cgroup_driver,
+                container_runtime_endpoint=ns.container_runtime_endpoint, wheelhouse=ns.wheelhouse, discovery_timeout=ns.discovery_timeout)
             changed = await join(opts, layout, systemctl, RealClock(), _say)
             _say("This node has joined the cluster." if changed else "Nothing changed: this node had already joined.")
         else:

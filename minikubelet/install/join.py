@@ -42,6 +42,7 @@ class JoinOptions:
     cluster_dns: list[str] = field(default_factory=list)
     cluster_domain: str = "cluster.local"
     cgroup_driver: str = "cgroupfs"
+    container_runtime_endpoint: str = ""
     wheelhouse: str = ""
     discovery_timeout: float = DEFAULT_TIMEOUT
 
@@ -82,6 +83,8 @@ def kubelet_configuration(opts: JoinOptions) -> bytes:
         doc["clusterDNS"] = list(opts.cluster_dns)
     if opts.node_name:
         doc["hostnameOverride"] = opts.node_name
+    if opts.container_runtime_endpoint:
+        doc["containerRuntimeEndpoint"] = opts.container_runtime_endpoint
     return yaml.safe_dump(doc, sort_keys=False).encode()
 
 
