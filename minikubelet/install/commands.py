@@ -11,7 +11,7 @@ from minikubelet.base.clock import RealClock
 from minikubelet.install.bootstrap_token import TokenError
 from minikubelet.install.ca_pin import PinError
 from minikubelet.install.discovery import DEFAULT_TIMEOUT, DiscoveryError
-from minikubelet.install.join import JoinError, JoinOptions, join
+from minikubelet.install.join import JoinError, JoinOptions, join, read_config_patch
 from minikubelet.install.layout import Layout
 from minikubelet.install.reset import reset
 from minikubelet.install.systemctl import RecordingSystemctl, ServiceManager, Systemctl, SystemctlError
@@ -36,6 +36,8 @@ def add_commands(sub: Any) -> None:
                    help="Must match the container runtime's (docker info: Cgroup Driver).")
     j.add_argument("--container-runtime-endpoint", default="", metavar="URL",
                    help="Runtime socket (default unix:///var/run/docker.sock).")
+    j.add_argument("--kubelet-config-patch", default="", metavar="FILE",
+                   help="YAML mapping of KubeletConfiguration fields written on top of join's (e.g. podPidsLimit).")
     j.add_argument("--wheelhouse", default="", metavar="DIR",
                    help="Install or upgrade the agent in /opt/minikubelet/venv from these wheels (offline).")
     _common(j)
@@ -70,7 +72,9 @@ async def run_command(ns: argparse.Namespace) -> int:
                 unsafe_skip_ca_verification=ns.unsafe, node_name=ns.node_name, node_ip=ns.node_ip,
                 cluster_dns=[x for x in ns.cluster_dns.split(",") if x], cluster_domain=ns.cluster_domain,
                 cgroup_driver=ns.cgroup_driver,
-                container_runtime_endpoint=ns.container_runtime_endpoint, wheelhouse=ns.wheelhouse, discovery_timeout=ns.discovery_timeout)
+                container_runtime_endpoint=ns.container_runtime_endpoint,
+                config_patch=read_config_patch(ns.kubelet_config_patch) if ns.kubelet_config_patch else {},
+                wheelhouse=ns.wheelhouse, discovery_timeout=ns.discovery_timeout)
             changed = await join(opts, layout, systemctl, RealClock(), _say)
             _say("This node has joined the cluster." if changed else "Nothing changed: this node had already joined.")
         else:

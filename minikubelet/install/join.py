@@ -43,6 +43,7 @@ class JoinOptions:
     cluster_domain: str = "cluster.local"
     cgroup_driver: str = "cgroupfs"
     container_runtime_endpoint: str = ""
+    config_patch: dict[str, object] = field(default_factory=dict)  # KubeletConfiguration keys set on top
     wheelhouse: str = ""
     discovery_timeout: float = DEFAULT_TIMEOUT
 
@@ -85,7 +86,21 @@ def kubelet_configuration(opts: JoinOptions) -> bytes:
         doc["hostnameOverride"] = opts.node_name
     if opts.container_runtime_endpoint:
         doc["containerRuntimeEndpoint"] = opts.container_runtime_endpoint
+    doc.update(opts.config_patch)
     return yaml.safe_dump(doc, sort_keys=False).encode()
+
+
+def read_config_patch(path: str) -> dict[str, object]:
+    """`--kubelet-config-patch FILE`: a YAML mapping of KubeletConfiguration keys (checked when the agent loads it)."""
+    try:
+        with open(path, "rb") as f:
+            doc = yaml.safe_load(f.read(1 << 20))
+    except (OSError, yaml.YAMLError) as e:
+        raise JoinError(f"--kubelet-config-patch {path}: {e}") from None
+    if not isinstance(doc, dict) or any(k in doc for k in ("apiVersion", "kind")):
+        raise JoinError(f"--kubelet-config-patch {path}: must be a mapping of KubeletConfiguration fields "
+                        "(without apiVersion/kind)")
+    return {str(k): v for k, v in doc.items()}
 
 
 def flags_env(opts: JoinOptions) -> bytes:

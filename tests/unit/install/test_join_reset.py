@@ -14,7 +14,7 @@ from minikubelet.base.clock import RealClock
 from minikubelet.config.kubelet_config import load_config
 from minikubelet.install import layout as paths
 from minikubelet.install.ca_pin import spki_hash
-from minikubelet.install.join import JoinError, JoinOptions, join, unit_text
+from minikubelet.install.join import JoinError, JoinOptions, join, read_config_patch, unit_text
 from minikubelet.install.layout import Layout
 from minikubelet.install.reset import reset
 from minikubelet.install.systemctl import RecordingSystemctl
@@ -116,3 +116,19 @@ async def test_reset_undoes_join_and_then_finds_nothing(api: ApiServer, tmp_path
     systemctl.calls.clear()
     assert not await reset(layout, systemctl, lines.append, cgroup_mount=cgroups, remove_containers=False)
     assert systemctl.calls == []
+
+
+async def test_kubelet_config_patch_lands_in_the_configuration(api: ApiServer, tmp_path: Path) -> None:
+    api.add_bootstrap_token("abcdef", "0123456789abcdef")
+    patch = tmp_path / "patch.yaml"
+    patch.write_text("podPidsLimit: 512\nnodeStatusUpdateFrequency: 5s\ncgroupDriver: cgroupfs\n")
+    layout = Layout(str(tmp_path / "root"))
+    await join(options(api, config_patch=read_config_patch(str(patch))), layout, RecordingSystemctl(),
+               RealClock(), print)
+    config, _ = load_config(layout.path(paths.CONFIG), {})
+    assert (config.pod_pids_limit, config.node_status_update_frequency) == (512, 5.0)
+    patch.write_text("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n")
+    with pytest.raises(JoinError, match="must be a mapping of KubeletConfiguration fields"):
+        read_config_patch(str(patch))
+    with pytest.raises(JoinError, match="--kubelet-config-patch /nonexistent"):
+        read_config_patch("/nonexistent")
