@@ -144,10 +144,12 @@ async def test_notify_ready_watchdog_stops_while_stopped_and_journal_levels(
     monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "notify.sock"))
     monkeypatch.setenv("WATCHDOG_USEC", "3000000")  # WatchdogSec=3: a ping every 1.5 s
     monkeypatch.setenv("JOURNAL_STREAM", f"{st.st_dev}:{st.st_ino}")
+    started = time.monotonic()
     agent.start()
     assert agent.proc is not None
     try:
         ready = await next_message(sock, 60)
+        print(f"READY=1 after {time.monotonic() - started:.2f}s")
         assert ready.split("\n")[0] == "READY=1", ready
         # the first sync is done: the static pod source was read (its worker starts the pod right away)
         assert f"STATUS=running, node {agent.node}" in ready
