@@ -153,12 +153,14 @@ class SystemdDouble:
     async def start(self) -> None:
         config = self.workdir / "bus.conf"
         config.write_text(_BUS_CONFIG.format(socket=self.socket))
+        # --print-address: the daemon prints its address once it listens (the socket file exists a bit earlier)
         self._daemon = await asyncio.create_subprocess_exec("dbus-daemon", f"--config-file={config}", "--nofork",
-                                                            "--nopidfile")
-        for _ in range(200):
-            if Path(self.socket).exists():
-                break
-            await asyncio.sleep(0.01)
+                                                            "--nopidfile", "--print-address=1",
+                                                            stdout=asyncio.subprocess.PIPE)
+        assert self._daemon.stdout is not None
+        line = await asyncio.wait_for(self._daemon.stdout.readline(), 10)
+        if not line:
+            raise RuntimeError("dbus-daemon exited before it listened")
         self._bus = await MessageBus(bus_address=self.address).connect()
         self._bus.export("/org/freedesktop/systemd1", _Manager(self))
         await self._bus.request_name("org.freedesktop.systemd1")
