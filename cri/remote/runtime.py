@@ -10,11 +10,12 @@ import logging
 import math
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
 import grpc
 
+from cri.conditions import RuntimeCondition
 from cri.errors import (
     CreateContainerError,
     ImagePullError,
@@ -56,16 +57,6 @@ _DEADLINE_SLACK = 5.0
 KILL_WAIT_TIMEOUT = 60.0
 _STATUS_CONCURRENCY = 16
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RuntimeCondition:
-    """One CRI RuntimeCondition: RuntimeReady and NetworkReady are the two the kubelet requires."""
-
-    type: str
-    status: bool
-    reason: str = ""
-    message: str = ""
 
 
 def cri_timeout(seconds: float) -> int:
