@@ -16,6 +16,7 @@ from typing import TypeVar
 import grpc
 
 from cri.conditions import RuntimeCondition
+from cri.docker.port_forward import connect_in_netns
 from cri.errors import (
     CreateContainerError,
     ImagePullError,
@@ -29,6 +30,7 @@ from cri.remote.client import Channel, call, translate
 from cri.remote.events import DELETED, Note, container_events
 from cri.remote.log_file import read_log
 from cri.remote.v1 import api_pb2 as pb
+from cri.streaming import PortForwardError
 from cri.types import (
     LABEL_CONTAINER_NAME,
     LABEL_POD_UID,
@@ -293,6 +295,17 @@ class RemoteRuntime:
         """Tell relisting event streams what our own call just did (see cri.remote.events.Tracker)."""
         for queue in self._subscribers:
             queue.put_nowait(Note(object_id, steps, pod_uid, is_sandbox))
+
+    async def port_forward(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """cri.streaming.PortForwardRuntime: localhost:port in the sandbox's network namespace, connected from here
+        (what the runtime's streaming server would do behind its PortForward URL)."""
+        try:
+            status = await self.pod_sandbox_status(sandbox_id)
+        except NotFoundError as exc:
+            raise PortForwardError(f'failed to find sandbox "{sandbox_id}" in store: {exc}') from None
+        if not status.network_namespace:
+            raise PortForwardError(f"sandbox {sandbox_id} is not running")
+        return await connect_in_netns(status.network_namespace, port, sandbox_id)
 
     async def container_stats(self, container_id: str) -> ContainerStats:
         resp = await call(self._channel.runtime.ContainerStats(pb.ContainerStatsRequest(container_id=container_id)))
