@@ -17,7 +17,8 @@ import pytest
 from cri.conditions import condition_errors
 from cri.errors import NotFoundError
 from cri.remote import RemoteRuntime
-from cri.streaming import PortForwardError
+from cri.remote.streaming import ChannelSession
+from cri.streaming import STDERR, STDOUT, PortForwardError
 from cri.types import (
     ContainerConfig,
     ContainerMeta,
@@ -179,3 +180,42 @@ async def test_images_status_config_and_conditions(remote_runtime: RemoteRuntime
     assert filesystems and all(used > 0 for _, used, _ in filesystems)
     with pytest.raises(NotFoundError):
         await rt.container_stats("0" * 64)
+
+
+async def test_exec_and_attach_through_the_streaming_server(remote_runtime: RemoteRuntime) -> None:
+    rt = remote_runtime
+    sandbox = pod(rt, "shell")
+    cat = shell("cat", "cat", stdin=True)  # echoes its stdin: something to attach to
+    _, container_id = await started(rt, sandbox, cat)
+
+    async def output(session: ChannelSession) -> list[tuple[int, bytes]]:
+        chunks = []
+        while (chunk := await session.read()) is not None:
+            chunks.append(chunk)
+        return chunks
+
+    session = await rt.exec_stream(container_id, ["sh", "-c", "echo out; echo err >&2; exit 7"], stdin=False,
+                                   stdout=True, stderr=True, tty=False)
+    try:
+        got = await asyncio.wait_for(output(session), 10)
+        assert sorted(got) == [(STDOUT, b"out\n"), (STDERR, b"err\n")]
+        assert await session.exit_code() == 7
+    finally:
+        await session.close()
+
+    session = await rt.exec_stream(container_id, ["sh"], stdin=True, stdout=True, stderr=True, tty=False)
+    try:
+        await session.write(b"echo from-stdin; exit 0\n")
+        assert await asyncio.wait_for(session.read(), 10) == (STDOUT, b"from-stdin\n")
+        assert await asyncio.wait_for(session.exit_code(), 10) == 0
+    finally:
+        await session.close()
+
+    attached = await rt.attach_stream(container_id, stdin=True, stdout=True, stderr=True, tty=False)
+    try:
+        await attached.write(b"ping\n")
+        assert await asyncio.wait_for(attached.read(), 10) == (STDOUT, b"ping\n")
+    finally:
+        await attached.close()
+    with pytest.raises(NotFoundError):
+        await rt.exec_stream("0" * 64, ["true"], stdin=False, stdout=True, stderr=True, tty=False)
