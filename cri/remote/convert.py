@@ -258,7 +258,8 @@ def sandbox_status(status: pb.PodSandboxStatus, info: Mapping[str, str] | None =
 
 
 def network_namespace_of(info: Mapping[str, str]) -> str:
-    """The sandbox's netns path from containerd's verbose info (its `runtimeSpec` or `pid`)."""
+    """The sandbox's netns from containerd's verbose info: `/proc/<pause pid>/ns/net`, as DockerRuntime gives it
+    (the stats reader reads that process's `net/dev`), else the namespace path in its runtime spec."""
     raw = info.get("info")
     if not raw:
         return ""
@@ -266,11 +267,13 @@ def network_namespace_of(info: Mapping[str, str]) -> str:
         data = json.loads(raw)
     except ValueError:
         return ""
+    pid = int(data.get("pid") or 0)
+    if pid:
+        return f"/proc/{pid}/ns/net"
     for ns in (((data.get("runtimeSpec") or {}).get("linux") or {}).get("namespaces") or []):
         if ns.get("type") == "network" and ns.get("path"):
             return str(ns["path"])
-    pid = int(data.get("pid") or 0)
-    return f"/proc/{pid}/ns/net" if pid else ""
+    return ""
 
 
 def sandbox_item(item: pb.PodSandbox) -> PodSandboxStatus:

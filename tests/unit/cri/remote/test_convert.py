@@ -143,7 +143,9 @@ def test_statuses_back() -> None:
         {"type": "pid"}, {"type": "network", "path": "/run/netns/cni-1"}]}}})}
     got = convert.sandbox_status(sandbox, info)
     assert (got.state, got.ip, got.created_at, got.network_namespace) == (SandboxState.READY, "10.88.0.5", 4.0,
-                                                                          "/run/netns/cni-1")
+                                                                          "/proc/42/ns/net")
+    no_pid = {"info": json.dumps({"runtimeSpec": {"linux": {"namespaces": [{"type": "network", "path": "/x/cni-1"}]}}})}
+    assert convert.sandbox_status(sandbox, no_pid).network_namespace == "/x/cni-1"
     host = pb.PodSandboxStatus(state=pb.SANDBOX_READY, network=pb.PodSandboxNetworkStatus(ip="192.0.2.1"))
     host.linux.namespaces.options.network = pb.NODE
     assert convert.sandbox_status(host, {"info": json.dumps({"pid": 7})}).ip == ""  # the kubelet fills node IPs in
