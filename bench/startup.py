@@ -1,4 +1,6 @@
-"""startup: N pods written at once; time until each is Running, versus the same work done directly on Docker."""
+"""startup: N pods written at once; time until each is Running, versus the same work done directly on the runtime
+(Docker, or with MKL_TEST_RUNTIME=containerd the CRI calls crictl would make: RunPodSandbox, CreateContainer,
+StartContainer)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,9 @@ from typing import Any
 import aiodocker
 
 from bench.common import docker_host, running_agent, sleeper_pod, summary, table, write_result
-from tests.integration.agent_env import BUSYBOX, PAUSE
+from cri.remote import RemoteRuntime
+from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
+from tests.integration.agent_env import BUSYBOX, PAUSE, agent_runtime, runtime_endpoint
 
 
 def _running(p: dict[str, Any]) -> bool:
@@ -74,15 +78,43 @@ async def direct_startup(n: int) -> tuple[list[float], float]:
     return times, total
 
 
+async def direct_cri_startup(n: int) -> tuple[list[float], float]:
+    """The CRI floor: what the agent asks of the runtime for a pod, with nothing in between."""
+    rt = RemoteRuntime(runtime_endpoint(docker_host()))
+    tag = uuid.uuid4().hex[:6]
+    times: list[float] = []
+    sandboxes: list[str] = []
+
+    async def one(i: int, t0: float) -> None:
+        pod = PodSandboxConfig(PodMeta(f"bench-{tag}-{i}", "default", str(uuid.uuid4())), hostname=f"bench-{i}",
+                               labels={"mkl-bench": tag})
+        sandbox_id = await rt.run_pod_sandbox(pod)
+        sandboxes.append(sandbox_id)
+        container_id = await rt.create_container(
+            sandbox_id, ContainerConfig(ContainerMeta("main"), BUSYBOX, command=("sleep", "3600")), pod)
+        await rt.start_container(container_id)
+        times.append(time.monotonic() - t0)
+
+    try:
+        t0 = time.monotonic()
+        await asyncio.gather(*(one(i, t0) for i in range(n)))
+        total = time.monotonic() - t0
+    finally:
+        await asyncio.gather(*(rt.remove_pod_sandbox(s) for s in sandboxes), return_exceptions=True)
+        await rt.close()
+    return times, total
+
+
 async def main(counts: list[int]) -> None:
     rows, data = [], []
+    floor = direct_cri_startup if agent_runtime() == "containerd" else direct_startup
     for n in counts:
-        direct, direct_total = await direct_startup(n)
+        direct, direct_total = await floor(n)
         agent, agent_total = await agent_startup(n)
         a, d = summary(agent), summary(direct)
         rows.append([n, a["p50"], a["p90"], a["p99"], agent_total, d["p50"], d["p99"], direct_total,
                      a["p50"] / d["p50"], agent_total / direct_total])
-        data.append({"pods": n, "agent": a, "agent_total": agent_total, "direct": d, "direct_total": direct_total})
+        data.append({"pods": n, "runtime": agent_runtime(), "agent": a, "agent_total": agent_total, "direct": d, "direct_total": direct_total})
     print(table(["pods", "agent p50", "p90", "p99", "total", "direct p50", "p99", "total", "ratio p50", "ratio total"],
                 rows))
     print("results:", write_result("startup", {"runs": data}))

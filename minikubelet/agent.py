@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from cgroups.allocatable import hard_eviction_reservation, parse_resource_list
 from cgroups.detect import detect_cgroup_version
+from cri.conditions import ConditionsRuntime, condition_errors
 from cri.instrumented import InstrumentedRuntime
 from cri.network import PodNetworkRuntime
 from cri.runtime import Runtime
@@ -99,6 +100,8 @@ class Agent:
         # The unwrapped runtime: interactive exec is an optional capability the wrappers do not forward.
         self.streaming = runtime if isinstance(runtime, StreamingRuntime) else None
         self.network_runtime = runtime if isinstance(runtime, PodNetworkRuntime) else None
+        # A CRI runtime's own conditions (RuntimeReady, NetworkReady) feed the node's Ready condition.
+        self.conditions = runtime if isinstance(runtime, ConditionsRuntime) else None
         runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
@@ -371,10 +374,16 @@ class Agent:
         """What the node status setters need, read now (upstream: cAdvisor, the runtime, the PLEG)."""
         cfg = self.config
         runtime_type, runtime_version = "docker", ""
+        condition_errs: tuple[str, ...] = ()
         try:
             version = await asyncio.wait_for(self.runtime.version(), timeout=5.0)
             runtime_type, runtime_version = version.runtime_name, version.runtime_version
-            self._runtime_ok = self.clock.monotonic()
+            runtime_ready = True
+            if self.conditions is not None:
+                runtime_ready, condition_errs = condition_errors(
+                    await asyncio.wait_for(self.conditions.status(), timeout=5.0))
+            if runtime_ready:
+                self._runtime_ok = self.clock.monotonic()
         except Exception as e:
             log.warning("container runtime version failed", extra={"kv": {"err": str(e) or type(e).__name__}})
         try:
@@ -393,7 +402,8 @@ class Agent:
             kubelet_version=KUBERNETES_VERSION, images=images,
             kubelet_port=self.config.port if self.config.port > 0 else KUBELET_PORT,
             declared_features=declared_features(self.config.feature_gates),
-            runtime_errors=runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None),
+            runtime_errors=runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None)
+            + condition_errs,
             network_errors=self.pod_network.errors() if self.pod_network is not None else (),
         )
 

@@ -16,13 +16,25 @@ from minikubelet.node.rlimits import raise_nofile_limit
 log = logging.getLogger("minikubelet")
 
 
+def speaks_docker_api(endpoint: str) -> bool:
+    """A `…/docker.sock` endpoint is the Docker Engine API; anything else is a CRI v1 gRPC endpoint
+    (containerd, CRI-O, cri-dockerd). docs/containerd.md"""
+    return endpoint.rstrip("/").rsplit("/", 1)[-1] == "docker.sock"
+
+
 async def _run(config: KubeletConfig, node_ip: str) -> int:
     from cri.docker import DockerRuntime
+    from cri.remote import RemoteRuntime
     from minikubelet.agent import Agent
 
-    runtime = DockerRuntime(config.container_runtime_endpoint, config.pod_infra_container_image,
-                            log_max_size=to_bytes(config.container_log_max_size),
-                            log_max_files=config.container_log_max_files)
+    runtime: DockerRuntime | RemoteRuntime
+    if speaks_docker_api(config.container_runtime_endpoint):
+        runtime = DockerRuntime(config.container_runtime_endpoint, config.pod_infra_container_image,
+                                log_max_size=to_bytes(config.container_log_max_size),
+                                log_max_files=config.container_log_max_files)
+    else:
+        # The sandbox image and log rotation are the CRI runtime's own configuration (sandbox_image, ...).
+        runtime = RemoteRuntime(config.container_runtime_endpoint)
     try:
         await runtime.connect()
         agent = Agent(config, runtime, node_ip=node_ip)

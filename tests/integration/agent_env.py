@@ -1,4 +1,5 @@
-"""Runs the real agent process against the test Docker Engine, with its own dirs and cgroup root."""
+"""Runs the real agent process against the test Docker Engine (or, with MKL_TEST_RUNTIME=containerd, the CRI
+containerd beside it), with its own dirs and cgroup root."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import aiohttp
 import pytest
 import yaml
 
+from cri.remote import RemoteRuntime
 from tests.apiserver import ApiServer
 
 BUSYBOX = "minikubelet.test/busybox:1.36"
@@ -34,6 +36,24 @@ def docker_host() -> str:
             pytest.fail("MKL_TEST_DOCKER_HOST is not set: run the suite through scripts/test")
         pytest.skip("no test Docker Engine (run through scripts/test)")
     return host
+
+
+def agent_runtime() -> str:
+    """`MKL_TEST_RUNTIME`: "docker" (default) or "containerd", the runtime the agent under test runs on."""
+    name = os.environ.get("MKL_TEST_RUNTIME", "docker") or "docker"
+    if name not in ("docker", "containerd"):
+        pytest.fail(f"MKL_TEST_RUNTIME={name!r}: docker or containerd")
+    return name
+
+
+def runtime_endpoint(docker: str) -> str:
+    """The agent's containerRuntimeEndpoint: the test engine, or the test environment's CRI containerd."""
+    if agent_runtime() == "docker":
+        return docker
+    endpoint = os.environ.get("MKL_TEST_CRI_ENDPOINT", "")
+    if not endpoint:
+        pytest.fail("MKL_TEST_RUNTIME=containerd needs MKL_TEST_CRI_ENDPOINT: run the suite through scripts/test")
+    return endpoint
 
 
 def free_port() -> int:
@@ -72,7 +92,7 @@ class AgentProcess:
             "address": "127.0.0.1",
             "readOnlyPort": self.port,
             "healthzPort": 0,
-            "containerRuntimeEndpoint": self.docker_host,
+            "containerRuntimeEndpoint": runtime_endpoint(self.docker_host),
             "rootDir": str(self.root),
             "podLogsDir": str(self.logs),
             "legacyContainerLogsDir": str(self.legacy_logs),
@@ -189,7 +209,7 @@ def cstatus(pod: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def container_id(pod: dict[str, Any], name: str) -> str:
-    return str(cstatus(pod, name)["containerID"]).removeprefix("docker://")
+    return str(cstatus(pod, name)["containerID"]).split("://", 1)[-1]
 
 
 def simple_pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
@@ -234,6 +254,19 @@ async def _remove_pod_containers(d: aiodocker.Docker, node: str, root: Path | No
             await c.delete(force=True)
         except aiodocker.DockerError:
             pass
+    if agent_runtime() == "containerd":
+        await _remove_cri_pods(node, uids)
+
+
+async def _remove_cri_pods(node: str, uids: set[str]) -> None:
+    """The same for the CRI containerd: this agent's pod sandboxes (their containers go with them)."""
+    runtime = RemoteRuntime(runtime_endpoint(""))
+    try:
+        for sandbox in await runtime.list_pod_sandboxes():
+            if sandbox.metadata.name.endswith(f"-{node}") or sandbox.metadata.uid in uids:
+                await runtime.remove_pod_sandbox(sandbox.id)
+    finally:
+        await runtime.close()
 
 
 def _unmount_under(root: Path) -> None:

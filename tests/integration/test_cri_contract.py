@@ -1,4 +1,5 @@
-"""The runtime contract (tests/cri_contract.py) on DockerRuntime against the test engine, in real time."""
+"""The runtime contract (tests/cri_contract.py) on the real runtimes, in real time: DockerRuntime against
+the test engine, RemoteRuntime (CRI v1 gRPC) against the test environment's CRI containerd."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import replace
 import pytest
 
 from cri.docker import DockerRuntime
+from cri.remote import RemoteRuntime
+from cri.runtime import Runtime
 from cri.types import ContainerConfig, ContainerMeta
 from tests import cri_contract
 from tests.images import BUSYBOX_IMAGE
@@ -17,10 +20,14 @@ from tests.integration.cri_runtime import RUN_LABEL
 
 pytestmark = pytest.mark.integration
 runtime = cri_runtime.runtime
+remote_runtime = cri_runtime.remote_runtime
+cri_endpoint = cri_runtime.cri_endpoint
 
 
-class DockerBackend:
-    def __init__(self, rt: DockerRuntime) -> None:
+class RealBackend:
+    """Containers are busybox shell scripts; time is the wall clock."""
+
+    def __init__(self, rt: Runtime) -> None:
         self.runtime = rt
         self.run_labels = {RUN_LABEL: rt.test_run}  # type: ignore[attr-defined]
 
@@ -47,4 +54,9 @@ class DockerBackend:
 
 @pytest.mark.parametrize("check", sorted(cri_contract.CHECKS))
 async def test_docker_runtime_contract(runtime: DockerRuntime, check: str) -> None:
-    await cri_contract.CHECKS[check](DockerBackend(runtime))
+    await cri_contract.CHECKS[check](RealBackend(runtime))
+
+
+@pytest.mark.parametrize("check", sorted(cri_contract.CHECKS))
+async def test_containerd_runtime_contract(remote_runtime: RemoteRuntime, check: str) -> None:
+    await cri_contract.CHECKS[check](RealBackend(remote_runtime))

@@ -1,0 +1,111 @@
+"""The agent on containerd through the CRI (containerRuntimeEndpoint = the test environment's CRI containerd),
+whatever MKL_TEST_RUNTIME says: ids and images in status, the pod network with an httpGet probe, the CRI log
+files, and adoption of running containers after kill -9. The same behaviours on Docker are in
+test_agent_static_pods.py and test_agent_gc_logs.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+import aiohttp
+import pytest
+
+from cri.remote import RemoteRuntime
+from cri.types import ContainerState
+from tests.images import BUSYBOX_IMAGE
+from tests.integration import agent_env, cri_runtime
+from tests.integration.agent_env import AgentProcess, cstatus, simple_pod, stop_and_clean
+
+pytestmark = pytest.mark.integration
+cri_endpoint = cri_runtime.cri_endpoint
+docker = agent_env.docker
+
+
+class ContainerdAgent(AgentProcess):
+    def __init__(self, base: Path, docker_host: str, endpoint: str) -> None:
+        super().__init__(base, docker_host)
+        self.endpoint = endpoint
+
+    def write_config(self) -> None:
+        self.extra["containerRuntimeEndpoint"] = self.endpoint
+        super().write_config()
+
+
+@pytest.fixture
+async def agent(tmp_path: Path, docker: aiodocker.Docker, docker_host: str,
+                cri_endpoint: str) -> AsyncIterator[ContainerdAgent]:
+    a = ContainerdAgent(tmp_path, docker_host, cri_endpoint)
+    try:
+        yield a
+    finally:
+        await stop_and_clean(a, docker)
+        # stop_and_clean removes CRI pods only under MKL_TEST_RUNTIME=containerd; this agent is on it regardless.
+        runtime = RemoteRuntime(cri_endpoint)
+        try:
+            for sandbox in await runtime.list_pod_sandboxes():
+                if sandbox.metadata.name.endswith(f"-{a.node}"):
+                    await runtime.remove_pod_sandbox(sandbox.id)
+        finally:
+            await runtime.close()
+
+
+def ready(p: dict[str, Any]) -> bool:
+    conditions = {c["type"]: c["status"] for c in p["status"].get("conditions", [])}
+    return p["status"].get("phase") == "Running" and conditions.get("Ready") == "True"
+
+
+WEB = simple_pod("web", [
+    {"name": "httpd", "command": ["sh", "-c", "mkdir -p /www && echo ok >/www/healthz && exec httpd -f -p 8080 -h /www"],
+     "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1}},
+    {"name": "talker", "command": ["sh", "-c", "echo hello-cri; echo oops >&2; exec sleep 3600"]},
+])
+
+
+async def test_static_pod_on_containerd_survives_agent_kill9(agent: ContainerdAgent, cri_endpoint: str) -> None:
+    agent.put("web.yaml", WEB)
+    agent.start()
+    pod = await agent.wait_pod("web", ready, "Ready", timeout=60)
+    status = pod["status"]
+    assert status["podIP"].startswith("10.88.")  # from the CNI bridge's host-local range
+    runtime = RemoteRuntime(cri_endpoint)
+    try:
+        busybox = await runtime.image_status(BUSYBOX_IMAGE)
+    finally:
+        await runtime.close()
+    assert busybox is not None
+    ids = {}
+    for name in ("httpd", "talker"):
+        cs = cstatus(pod, name)
+        assert cs["containerID"].startswith("containerd://") and cs["restartCount"] == 0
+        # containerd names the image by its first repo tag (several aliases share this one) and its id.
+        assert cs["imageID"] == busybox.id and cs["image"] in busybox.repo_tags
+        ids[name] = cs["containerID"].removeprefix("containerd://")
+    async with aiohttp.ClientSession() as session, session.get(f"http://{status['podIP']}:8080/healthz") as resp:
+        assert (await resp.text()).strip() == "ok"
+
+    # The log is the CRI log file containerd writes under podLogsDir/<ns>_<pod>_<uid>/<container>/0.log.
+    uid = pod["metadata"]["uid"]
+    log = agent.logs / f"default_web-{agent.node}_{uid}" / "talker" / "0.log"
+    async def logged() -> bool:
+        return log.exists() and "oops" in log.read_text()
+
+    await agent.wait_for("the talker's log", logged, 10)
+    records = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
+    assert sorted(records) == ["stderr F oops", "stdout F hello-cri"]
+
+    agent.kill9()
+    runtime = RemoteRuntime(cri_endpoint)
+    try:
+        for container_id in ids.values():  # pods outlive the agent
+            assert (await runtime.container_status(container_id)).state is ContainerState.RUNNING
+    finally:
+        await runtime.close()
+    agent.start()
+    await agent.wait_up()
+    again = await agent.wait_pod("web", ready, "Ready again", timeout=30)
+    assert {n: cstatus(again, n)["containerID"].removeprefix("containerd://") for n in ids} == ids
+    assert all(cstatus(again, n)["restartCount"] == 0 for n in ids)
+    assert again["metadata"]["uid"] == uid
