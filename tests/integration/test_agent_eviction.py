@@ -1,0 +1,129 @@
+"""Issue 17 item 1, end to end: node-pressure eviction by the real agent joined to the test API server, on
+the real Docker Engine, with real memory and a real filesystem running out.
+
+- Memory: the pods get little memory (systemReserved = capacity - 600Mi: the `kubepods` cgroup is limited
+  to 600Mi; evictionHard memory.available 200Mi, copied to allocatableMemory.available, makes the node's
+  allocatable 400Mi). A pod filling memory-backed emptyDirs with 500Mi crosses the threshold (the pods'
+  working set above 400Mi) without reaching the cgroup's limit; the memcg notification on kubepods wakes
+  the eviction manager at once. The hog is Failed/Evicted with upstream's message, the
+  DisruptionTarget condition and an Evicted Event; the Node reports MemoryPressure; a BestEffort pod is
+  refused meanwhile (the condition holds for evictionPressureTransitionPeriod).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+import pytest
+
+from tests.apiserver import ApiServer
+from tests.apiserver.client import ApiStatusError, Client
+from tests.images import BUSYBOX_IMAGE
+from tests.integration import agent_env
+from tests.integration.agent_env import AgentProcess, JoinedAgent, stop_and_clean
+
+docker = agent_env.docker
+api = agent_env.api
+
+pytestmark = pytest.mark.integration
+
+MI = 2**20
+
+
+def _pod(agent: AgentProcess, name: str, command: str, requests: dict[str, str] | None = None,
+         **spec: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": name, "image": BUSYBOX_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                 "command": ["sh", "-c", command]}
+    if requests:
+        container["resources"] = {"requests": requests}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"{name}-{agent.node}", "namespace": "default"},
+            "spec": {"nodeName": agent.node, "automountServiceAccountToken": False,
+                     "terminationGracePeriodSeconds": 30, "containers": [container], **spec}}
+
+
+async def _get(admin: Client, plural: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+    try:
+        return await admin.get(plural, name, namespace)
+    except ApiStatusError:
+        return None
+
+
+def _mem_total() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no MemTotal")
+
+
+async def _wait_phase(agent: AgentProcess, admin: Client, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        pod = await _get(admin, "pods", name, "default")
+        return pod if pod is not None and (pod.get("status") or {}).get("phase") == phase else None
+
+    result: dict[str, Any] = await agent.wait_for(f"{name} {phase} in the API", check, timeout=timeout)
+    return result
+
+
+def _condition(node: dict[str, Any], ctype: str) -> dict[str, Any]:
+    return next(c for c in node["status"]["conditions"] if c["type"] == ctype)
+
+
+async def test_memory_hog_is_evicted_and_best_effort_pods_are_refused(
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    agent.extra = {
+        "systemReserved": {"memory": str(_mem_total() - 600 * MI)},
+        "evictionHard": {"memory.available": "200Mi"},
+        "kernelMemcgNotification": True,
+        "nodeStatusUpdateFrequency": "2s",
+    }
+    admin = api.admin()
+    agent.start()
+    try:
+        node = await agent.wait_for("the Node", lambda: _get(admin, "nodes", agent.node), timeout=60)
+        assert node["status"]["allocatable"]["memory"] == "400Mi"
+        assert _condition(node, "MemoryPressure")["status"] == "False"
+        # two tmpfs volumes: each is sized to the node's allocatable memory (400Mi), the hog needs more
+        manifest = _pod(agent, "hog", "for d in /a /b; do dd if=/dev/zero of=$d/zeros bs=1M count=250; done; "
+                        "exec sleep 100000", requests={"memory": "10Mi"},
+                        volumes=[{"name": n, "emptyDir": {"medium": "Memory"}} for n in ("a", "b")])
+        manifest["spec"]["containers"][0]["volumeMounts"] = [{"name": n, "mountPath": f"/{n}"} for n in ("a", "b")]
+        hog = await admin.create(manifest)
+        name = hog["metadata"]["name"]
+        started = time.monotonic()
+        pod = await _wait_phase(agent, admin, name, "Failed", timeout=60)
+        took = time.monotonic() - started
+        status = pod["status"]
+        assert status["reason"] == "Evicted"
+        m = re.fullmatch(r"The node was low on resource: memory\. Threshold quantity: 200Mi, available: (\S+)\. "
+                         r"Container hog was using (\S+), request is 10Mi, has larger consumption of memory\. ",
+                         status["message"])
+        assert m, status["message"]
+        cond = next(c for c in status["conditions"] if c["type"] == "DisruptionTarget")
+        assert (cond["status"], cond["reason"], cond["message"]) == ("True", "TerminationByKubelet", status["message"])
+        events = (await admin.list("events", "default"))["items"]
+        assert any(e["involvedObject"]["name"] == name and e["reason"] == "Evicted" and e["type"] == "Warning"
+                   and e["message"] == status["message"] for e in events), [e["reason"] for e in events]
+
+        async def pressure() -> dict[str, Any] | None:
+            n = await _get(admin, "nodes", agent.node)
+            return n if n is not None and _condition(n, "MemoryPressure")["status"] == "True" else None
+
+        node = await agent.wait_for("MemoryPressure on the Node", pressure, timeout=20)
+        cond = _condition(node, "MemoryPressure")
+        assert (cond["reason"], cond["message"]) == ("KubeletHasInsufficientMemory",
+                                                     "kubelet has insufficient memory available")
+
+        best_effort = await admin.create(_pod(agent, "besteffort", "exec sleep 100000"))
+        pod = await _wait_phase(agent, admin, best_effort["metadata"]["name"], "Failed", timeout=30)
+        assert (pod["status"]["reason"], pod["status"]["message"]) == (
+            "Evicted", "Pod was rejected: The node had condition: [MemoryPressure]. ")
+        burstable = await admin.create(_pod(agent, "burstable", "exec sleep 100000", requests={"memory": "10Mi"}))
+        await _wait_phase(agent, admin, burstable["metadata"]["name"], "Running", timeout=30)
+        print(f"hog evicted {took:.1f}s after creation")
+    finally:
+        await stop_and_clean(agent, docker)
