@@ -27,7 +27,6 @@ from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, JoinedAgent, stop_and_clean
 
 docker = agent_env.docker
-api = agent_env.api
 
 pytestmark = pytest.mark.integration
 
@@ -72,8 +71,13 @@ def _condition(node: dict[str, Any], ctype: str) -> dict[str, Any]:
     return next(c for c in node["status"]["conditions"] if c["type"] == ctype)
 
 
-async def test_memory_hog_is_evicted_and_best_effort_pods_are_refused(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+async def test_memory_hog_is_evicted_and_best_effort_pods_are_refused(tmp_path: Path, docker: aiodocker.Docker) -> None:
+    # workloads: the node lifecycle controller, which taints the Node from its pressure conditions
+    async with agent_env.running_api(tmp_path / "api", max_watch_seconds=10, workloads=True) as api:
+        await _memory_hog(tmp_path, api, docker)
+
+
+async def _memory_hog(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     agent.extra = {
         "systemReserved": {"memory": str(_mem_total() - 600 * MI)},
@@ -117,6 +121,13 @@ async def test_memory_hog_is_evicted_and_best_effort_pods_are_refused(
         cond = _condition(node, "MemoryPressure")
         assert (cond["reason"], cond["message"]) == ("KubeletHasInsufficientMemory",
                                                      "kubelet has insufficient memory available")
+
+        async def tainted() -> bool:
+            n = await _get(admin, "nodes", agent.node)
+            return n is not None and {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"} in (
+                n["spec"].get("taints") or [])
+
+        await agent.wait_for("the memory-pressure taint", tainted, timeout=10)
 
         best_effort = await admin.create(_pod(agent, "besteffort", "exec sleep 100000"))
         pod = await _wait_phase(agent, admin, best_effort["metadata"]["name"], "Failed", timeout=30)
