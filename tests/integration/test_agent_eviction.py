@@ -12,7 +12,9 @@ the real Docker Engine, with real memory and a real filesystem running out.
 
 from __future__ import annotations
 
+import asyncio
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -136,5 +138,82 @@ async def _memory_hog(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) 
         burstable = await admin.create(_pod(agent, "burstable", "exec sleep 100000", requests={"memory": "10Mi"}))
         await _wait_phase(agent, admin, burstable["metadata"]["name"], "Running", timeout=30)
         print(f"hog evicted {took:.1f}s after creation")
+    finally:
+        await stop_and_clean(agent, docker)
+
+
+def _volume_pod(agent: AgentProcess, name: str, command: str, volume: dict[str, Any],
+                **container: Any) -> dict[str, Any]:
+    pod = _pod(agent, name, command, volumes=[{"name": "scratch", **volume}])
+    pod["spec"]["containers"][0].update(volumeMounts=[{"name": "scratch", "mountPath": "/scratch"}], **container)
+    return pod
+
+
+async def test_disk_pressure_and_local_storage_limits_evict(tmp_path: Path, docker: aiodocker.Docker) -> None:
+    """nodefs is the agent's root dir on a 100Mi tmpfs the test mounts; evictionHard nodefs.available < 40%."""
+    async with agent_env.running_api(tmp_path / "api", max_watch_seconds=10, workloads=True) as api:
+        agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+        agent.root.mkdir(parents=True)
+        await asyncio.to_thread(subprocess.run, ["mount", "-t", "tmpfs", "-o", "size=100m", "mkl-evict17-nodefs",
+                                                 str(agent.root)], check=True)
+        try:
+            await _disk_pressure(agent, api, docker)
+        finally:
+            await asyncio.to_thread(subprocess.run, ["umount", "-l", str(agent.root)], check=False)
+
+
+async def _disk_pressure(agent: JoinedAgent, api: ApiServer, docker: aiodocker.Docker) -> None:
+    # imageMinimumGCAge: the reclaim before eviction removes no image of the shared test engine
+    agent.extra = {"evictionHard": {"memory.available": "100Mi", "nodefs.available": "40%"},
+                   "nodeStatusUpdateFrequency": "2s", "imageMinimumGCAge": "1h"}
+    admin = api.admin()
+    agent.start()
+    try:
+        await agent.wait_for("the Node", lambda: _get(admin, "nodes", agent.node), timeout=60)
+        # an emptyDir's sizeLimit and a container's ephemeral-storage limit (its logs count) are enforced by
+        # eviction: grace 1, no DisruptionTarget condition (no node pressure), as upstream
+        limited = await admin.create(_volume_pod(
+            agent, "limited", "dd if=/dev/zero of=/scratch/f bs=1M count=8; exec sleep 100000",
+            {"emptyDir": {"sizeLimit": "5Mi"}}))
+        # two containers: the pod's total limit (25Mi) holds, the loud container's own (5Mi) does not
+        loud = _pod(agent, "loud", "head -c 6000000 /dev/zero | tr '\\0' x; exec sleep 100000")
+        quiet = {**loud["spec"]["containers"][0], "name": "quiet", "command": ["sleep", "100000"],
+                 "resources": {"limits": {"ephemeral-storage": "20Mi"}}}
+        loud["spec"]["containers"][0]["resources"] = {"limits": {"ephemeral-storage": "5Mi"}}
+        loud["spec"]["containers"].append(quiet)
+        loud = await admin.create(loud)
+        for pod, message in (
+                (limited, 'Usage of EmptyDir volume "scratch" exceeds the limit "5Mi". '),
+                (loud, 'Container loud exceeded its local ephemeral storage limit "5Mi". ')):
+            got = await _wait_phase(agent, admin, pod["metadata"]["name"], "Failed", timeout=40)
+            assert (got["status"]["reason"], got["status"]["message"]) == ("Evicted", message)
+            assert not any(c["type"] == "DisruptionTarget" for c in got["status"].get("conditions") or [])
+
+        # nodefs: 70Mi into a disk emptyDir leaves less than 40% of the 100Mi tmpfs
+        filler = await admin.create(_volume_pod(
+            agent, "filler", "dd if=/dev/zero of=/scratch/f bs=1M count=70; exec sleep 100000",
+            {"emptyDir": {}}))
+        got = await _wait_phase(agent, admin, filler["metadata"]["name"], "Failed", timeout=40)
+        status = got["status"]
+        assert status["reason"] == "Evicted"
+        assert re.fullmatch(r"The node was low on resource: ephemeral-storage\. Threshold quantity: 40Mi, "
+                            r"available: \d+(Ki|Mi)?\. ", status["message"]), status["message"]
+        cond = next(c for c in status["conditions"] if c["type"] == "DisruptionTarget")
+        assert (cond["reason"], cond["message"]) == ("TerminationByKubelet", status["message"])
+
+        async def pressure() -> dict[str, Any] | None:
+            n = await _get(admin, "nodes", agent.node)
+            ok = n is not None and _condition(n, "DiskPressure")["status"] == "True" and {
+                "key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"} in (n["spec"].get("taints") or [])
+            return n if ok else None
+
+        node = await agent.wait_for("DiskPressure and its taint on the Node", pressure, timeout=20)
+        cond = _condition(node, "DiskPressure")
+        assert (cond["reason"], cond["message"]) == ("KubeletHasDiskPressure", "kubelet has disk pressure")
+        # under disk pressure every pod that is not critical is refused, whatever its QoS class
+        burstable = await admin.create(_pod(agent, "late", "exec sleep 100000", requests={"memory": "10Mi"}))
+        got = await _wait_phase(agent, admin, burstable["metadata"]["name"], "Failed", timeout=30)
+        assert (got["status"]["reason"], got["status"]["message"]) == (
+            "Evicted", "Pod was rejected: The node had condition: [DiskPressure]. ")
     finally:
         await stop_and_clean(agent, docker)
