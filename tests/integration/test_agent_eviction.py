@@ -137,7 +137,7 @@ async def _memory_hog(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) 
             "Evicted", "Pod was rejected: The node had condition: [MemoryPressure]. ")
         burstable = await admin.create(_pod(agent, "burstable", "exec sleep 100000", requests={"memory": "10Mi"}))
         await _wait_phase(agent, admin, burstable["metadata"]["name"], "Running", timeout=30)
-        print(f"hog evicted {took:.1f}s after creation")
+        print(f"hog evicted {took:.1f}s after creation: {status['message']!r}")
     finally:
         await stop_and_clean(agent, docker)
 
