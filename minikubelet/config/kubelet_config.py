@@ -773,6 +773,10 @@ def _check_gc_and_eviction(config: KubeletConfig) -> None:
                           f"imageGCHighThresholdPercent ({config.image_gc_high_threshold_percent})")
     if config.image_maximum_gc_age and config.image_maximum_gc_age <= config.image_minimum_gc_age:
         raise ConfigError("imageMaximumGCAge must be greater than imageMinimumGCAge")
+    for name, thresholds in (("evictionHard", config.eviction_hard), ("evictionSoft", config.eviction_soft)):
+        for signal, value in thresholds.items():
+            if not value.endswith("%") and parse_quantity(value) == 0:
+                raise ConfigError(f"{name}: eviction threshold {signal} must be positive: {value}")
     for signal in config.eviction_soft:
         if signal not in config.eviction_soft_grace_period:
             raise ConfigError(f"evictionSoft: grace period must be specified for the soft eviction threshold {signal}")

@@ -254,3 +254,23 @@ async def test_notify_wakes_the_loop_before_the_interval() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+def test_pid_ranking_is_priority_then_process_count() -> None:
+    few, many, important = mkpod("few"), mkpod("many"), mkpod("important", priority=10)
+    stats = {"uid-few": {"process_stats": {"process_count": 3}}, "uid-many": {"process_stats": {"process_count": 90}},
+             "uid-important": {"process_stats": {"process_count": 500}}}
+    order = rank([important, few, many], lambda p: stats.get(p["metadata"]["uid"]), "pids")
+    assert [p["metadata"]["name"] for p in order] == ["many", "few", "important"]
+
+
+def test_disk_ranking_counts_logs_and_local_volumes_against_ephemeral_storage_requests() -> None:
+    a = mkpod("a", volumes=[{"name": "v", "emptyDir": {}}])
+    b = mkpod("b")
+    b["spec"]["containers"][0]["resources"] = {"requests": {"ephemeral-storage": "1Gi"}}
+    stats: dict[str, dict[str, Any]] = {
+        "uid-a": {"containers": [{"name": "c", "logs": {"usedBytes": MI}}], "volume": [{"name": "v", "usedBytes": 50 * MI}]},
+        "uid-b": {"containers": [{"name": "c", "logs": {"usedBytes": 500 * MI}}]}}
+    # b uses more, but within its request: a (over its zero request) goes first
+    order = rank([b, a], lambda p: stats.get(p["metadata"]["uid"]), "ephemeral-storage")
+    assert [p["metadata"]["name"] for p in order] == ["a", "b"]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from cri.fake import FakeRuntime
 from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import FakeClock
@@ -131,3 +134,21 @@ async def test_delete_unused_images_ignores_the_thresholds() -> None:
 def test_format_size() -> None:
     assert [format_size(n) for n in (512, 1536, 10 * 2**20, 3 * 2**30 + 2**29, 2**41)] == [
         "512 B", "1.5 KiB", "10.0 MiB", "3.5 GiB", "2.0 TiB"]
+
+
+async def test_repeated_failures_become_an_image_gc_failed_event() -> None:
+    clock, _rt, gc, events = setup(high=50, low=10, used=6000)
+    task = asyncio.create_task(gc.run())
+    await asyncio.sleep(0)  # the loop is asleep for its first period
+    for _ in range(3):
+        clock.advance(300)
+        for _ in range(20):
+            await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    reasons = [r for _, r, _ in events]
+    # every pass reports FreeDiskSpaceFailed; the second failure in a row and later ones also ImageGCFailed
+    assert reasons == ["FreeDiskSpaceFailed", "FreeDiskSpaceFailed", "ImageGCFailed", "FreeDiskSpaceFailed",
+                       "ImageGCFailed"]
+    assert events[2][2] == events[1][2]
