@@ -222,9 +222,12 @@ class EvictionManager:
         self._first_observed = first
         self._condition_last_observed = last
         self._thresholds_met = ready
+        # upstream acts only on stats newer than the last pass's (thresholdsUpdatedStats); the Summary's times
+        # have whole seconds and every pass here forces a fresh stats pass, so two passes within one second
+        # (a memcg notification right after the periodic pass) count as updated
         ready = [t for t in ready if t.signal in observations and (
             t.signal not in self._last_observations or observations[t.signal].time == 0
-            or observations[t.signal].time > self._last_observations[t.signal].time)]
+            or observations[t.signal].time >= self._last_observations[t.signal].time)]
         self._last_observations = observations
 
         def stats_of(pod: Pod) -> Json | None:

@@ -83,6 +83,9 @@ class ImageGC:
         self.removed: list[str] = []  # image IDs, in removal order (for logs and tests)
 
     async def run(self) -> None:
+        if self.policy.high_threshold_percent == 100 and not self.policy.max_age:
+            log.info("imageGCHighThresholdPercent is 100 and imageMaximumGCAge is 0: image GC is off")
+            return
         failed_before = False
         while True:
             await self._clock.sleep(self.period)

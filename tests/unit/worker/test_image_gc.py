@@ -152,3 +152,10 @@ async def test_repeated_failures_become_an_image_gc_failed_event() -> None:
     assert reasons == ["FreeDiskSpaceFailed", "FreeDiskSpaceFailed", "ImageGCFailed", "FreeDiskSpaceFailed",
                        "ImageGCFailed"]
     assert events[2][2] == events[1][2]
+
+
+async def test_high_threshold_100_without_maximum_age_turns_the_loop_off() -> None:
+    _clock, rt, gc, events = setup(high=100, low=10, used=10_000)
+    rt.add_image("idle:1")
+    await asyncio.wait_for(gc.run(), timeout=1)  # returns at once instead of looping
+    assert gc.removed == [] and events == []
