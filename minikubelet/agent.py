@@ -220,9 +220,14 @@ class Agent:
             self.recorder.node_event, lambda pod: self._pod_terminated(podview.uid(pod)),
             comparison_operators=cfg.feature_gates.get("TaintTolerationComparisonOperators", False))
 
-    async def _eviction_summary(self) -> dict[str, Any]:
-        """A fresh stats pass rendered as the Summary API serves it (upstream summaryProvider.Get(updateStats))."""
-        return render_summary(await self.stats.update())
+    async def _eviction_summary(self, fresh: bool) -> dict[str, Any]:
+        """The Summary as `/stats/summary` serves it: the housekeeping pass's, or a pass taken now when the eviction
+        manager needs current numbers (a memcg notification, after a node-level reclaim). Extra passes are kept to
+        those: each one also shortens the window of the CPU rates the Summary reports."""
+        snap = self.stats.snapshot
+        if fresh or snap is None:
+            snap = await self.stats.update()
+        return render_summary(snap)
 
     async def _image_fs(self) -> tuple[int, int]:
         snap = self.stats.snapshot or await self.stats.update()

@@ -95,7 +95,7 @@ def evicted_status_fn(message: str, now: str, generation: int | None, condition:
 
 
 class EvictionManager:
-    def __init__(self, settings: Settings, clock: Clock, summary: Callable[[], Awaitable[Json]],
+    def __init__(self, settings: Settings, clock: Clock, summary: Callable[[bool], Awaitable[Json]],
                  active_pods: Callable[[], Sequence[Pod]], kill: KillPod,
                  pod_event: Callable[[Pod, str, str, str], None], node_event: Callable[[str, str, str], None],
                  cleaned_up: Callable[[Pod], bool], comparison_operators: bool = False) -> None:
@@ -117,6 +117,7 @@ class EvictionManager:
         self.notifiers: list[ThresholdNotifier] = []
         self._notifiers_updated: float | None = None
         self._wake = asyncio.Event()
+        self._fresh_stats = False  # the next pass needs stats taken now (a notifier fired)
         self._lock = asyncio.Lock()
         self.evictions = 0
 
@@ -136,6 +137,7 @@ class EvictionManager:
     def notify(self, reason: str) -> None:
         """A threshold notifier fired: synchronize now instead of at the end of the interval."""
         log.info("eviction threshold notification", extra={"kv": {"reason": reason}})
+        self._fresh_stats = True
         self._wake.set()
 
     def admit(self, pod: Pod, admitted: Sequence[Pod]) -> PodAdmitResult:
@@ -195,8 +197,9 @@ class EvictionManager:
         if not settings.thresholds and not settings.local_storage_capacity_isolation:
             return []
         active = list(self._active_pods())
+        fresh, self._fresh_stats = self._fresh_stats, False
         try:
-            summary = await self._summary()
+            summary = await self._summary(fresh)
         except Exception as e:
             log.error("eviction manager: failed to get summary stats", extra={"kv": {"err": str(e)}})
             return []
@@ -222,12 +225,11 @@ class EvictionManager:
         self._first_observed = first
         self._condition_last_observed = last
         self._thresholds_met = ready
-        # upstream acts only on stats newer than the last pass's (thresholdsUpdatedStats); the Summary's times
-        # have whole seconds and every pass here forces a fresh stats pass, so two passes within one second
-        # (a memcg notification right after the periodic pass) count as updated
+        # only stats newer than the last pass's are acted on (upstream thresholdsUpdatedStats): the pass after an
+        # eviction must not evict again on stats taken before the evicted pod was gone
         ready = [t for t in ready if t.signal in observations and (
             t.signal not in self._last_observations or observations[t.signal].time == 0
-            or observations[t.signal].time >= self._last_observations[t.signal].time)]
+            or observations[t.signal].time > self._last_observations[t.signal].time)]
         self._last_observations = observations
 
         def stats_of(pod: Pod) -> Json | None:
@@ -296,7 +298,7 @@ class EvictionManager:
         if not steps:
             return False
         try:
-            summary = await self._summary()
+            summary = await self._summary(True)
         except Exception as e:
             log.error("eviction manager: failed to get summary stats after resource reclaim",
                       extra={"kv": {"err": str(e)}})

@@ -103,13 +103,15 @@ class Harness:
         self.events: list[tuple[str, str, str]] = []
         self.gone: set[str] = set()
         self.reclaimed = 0
+        self.fresh: list[bool] = []
         self.m = EvictionManager(settings, self.clock, self.summary, lambda: [
             p for p in self.pods if p["metadata"]["uid"] not in self.gone], self.kill,
             lambda pod, etype, reason, msg: self.events.append((pod["metadata"]["name"], reason, msg)),
             lambda etype, reason, msg: self.events.append(("node", reason, msg)),
             lambda pod: pod["metadata"]["uid"] in self.gone)
 
-    async def summary(self) -> dict[str, Any]:
+    async def summary(self, fresh: bool) -> dict[str, Any]:
+        self.fresh.append(fresh)
         return self.doc
 
     def kill(self, pod: Pod, grace: int, fn: PodStatusFn) -> None:
@@ -186,6 +188,7 @@ async def test_node_level_reclaim_first_then_no_eviction_when_it_was_enough() ->
     assert await h.m.synchronize() == []
     assert h.reclaimed == 1 and h.killed == []
     assert h.m.disk_pressure
+    assert h.fresh == [False, True]  # the housekeeping pass's stats, then stats taken after the reclaim
 
 
 async def test_critical_and_static_pods_are_never_evicted() -> None:
@@ -251,6 +254,7 @@ async def test_notify_wakes_the_loop_before_the_interval() -> None:
     for _ in range(10):
         await asyncio.sleep(0)
     assert [k[0] for k in h.killed] == ["a"]
+    assert h.fresh == [False, True]  # the notified pass asks for stats taken now
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -274,3 +278,14 @@ def test_disk_ranking_counts_logs_and_local_volumes_against_ephemeral_storage_re
     # b uses more, but within its request: a (over its zero request) goes first
     order = rank([b, a], lambda p: stats.get(p["metadata"]["uid"]), "ephemeral-storage")
     assert [p["metadata"]["name"] for p in order] == ["a", "b"]
+
+
+async def test_stats_no_newer_than_the_last_pass_evict_nobody_else() -> None:
+    a, b = mkpod("a"), mkpod("b")
+    h = Harness(Settings(parse_thresholds({"memory.available": "100Mi"})), [a, b])
+    h.doc = summary(50 * MI, [pod_stats("a", 300 * MI), pod_stats("b", 200 * MI)])
+    assert len(await h.m.synchronize()) == 1
+    # the housekeeping pass has not run since: the same stats must not cost a second pod
+    assert await h.m.synchronize() == []
+    assert [k[0] for k in h.killed] == ["a"]
+    assert h.m.memory_pressure
