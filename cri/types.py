@@ -54,6 +54,7 @@ class RuntimeConfig:
     """CRI RuntimeConfigResponse (its Linux part): how the runtime is set up."""
 
     cgroup_driver: str  # "systemd" | "cgroupfs"
+    image_fs_path: str = ""  # where the runtime keeps images (cri-dockerd ImageFsInfo: Docker's data root)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from cri.runtime import Runtime
 from cri.streaming import StreamingRuntime
 from cri.timeouts import RequestTimeoutRuntime
 from minikubelet import KUBERNETES_VERSION, __version__
+from minikubelet.base import podview
 from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
@@ -32,6 +33,16 @@ from minikubelet.events import (
     NODE_ALLOCATABLE_ENFORCED,
     STARTING_KUBELET,
     EventRecorder,
+)
+from minikubelet.eviction.manager import EvictionManager, Settings
+from minikubelet.eviction.thresholds import (
+    CONTAINERFS_AVAILABLE,
+    CONTAINERFS_INODES_FREE,
+    IMAGEFS_AVAILABLE,
+    IMAGEFS_INODES_FREE,
+    NODEFS_AVAILABLE,
+    NODEFS_INODES_FREE,
+    parse_thresholds,
 )
 from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
@@ -53,6 +64,7 @@ from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
 from minikubelet.sources.url import URLPodSource
 from minikubelet.stats.provider import StatsProvider
+from minikubelet.stats.summary import summary as render_summary
 from minikubelet.status.manager import StatusManager
 from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
 from minikubelet.worker.backoff import (
@@ -67,8 +79,9 @@ from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.gc import ContainerGC
+from minikubelet.worker.image_gc import ImageGC, ImageGCPolicy
 from minikubelet.worker.images import ImagePuller
-from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, PodStatusFn
 from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.security_context import SecurityOptions
 from minikubelet.worker.sync import PodSyncer
@@ -148,8 +161,14 @@ class Agent:
         self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
         self.container_gc = ContainerGC(runtime, self.clock, self.containers.logs, self.workers.uids)
         admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates)
-        self.manager = PodManager(self.workers, self.statuses, admit_handlers(config, admit), self.clock,
-                                  self.recorder)
+        self.image_gc = ImageGC(runtime, self.clock, ImageGCPolicy(
+            config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
+            config.image_minimum_gc_age, config.image_maximum_gc_age), config.pod_infra_container_image,
+            self._image_fs, self.recorder.node_event)
+        self.eviction = self._eviction_manager()
+        # upstream adds the eviction manager's admit handler before the others
+        self.manager = PodManager(self.workers, self.statuses, [self.eviction, *admit_handlers(config, admit)],
+                                  self.clock, self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, self.clock, self.metrics, self.workers.wake)
         parser = ProcessParser()  # one parser process for both sources
@@ -194,6 +213,59 @@ class Agent:
             lease_duration=config.node_lease_duration_seconds, rotate_certificates=config.rotate_certificates,
             agent=user_agent(__version__),
         ), self.clock, self._node_status_inputs, self.recorder.node_status_event)
+
+    def _eviction_manager(self) -> EvictionManager:
+        cfg = self.config
+        thresholds = parse_thresholds(cfg.eviction_hard, cfg.eviction_soft, cfg.eviction_soft_grace_period,
+                                      cfg.eviction_minimum_reclaim, cfg.enforce_node_allocatable)
+        # upstream buildSignalToNodeReclaimFuncs (one filesystem): dead containers, then unused images
+        disk = (self.container_gc.collect, self.image_gc.delete_unused_images)
+        reclaim = {s: disk for s in (NODEFS_AVAILABLE, NODEFS_INODES_FREE, IMAGEFS_AVAILABLE, IMAGEFS_INODES_FREE,
+                                     CONTAINERFS_AVAILABLE, CONTAINERFS_INODES_FREE)}
+        return EvictionManager(
+            Settings(thresholds, cfg.eviction_max_pod_grace_period, cfg.eviction_pressure_transition_period,
+                     reclaim=reclaim),
+            self.clock, self._eviction_summary, self.workers.active_pods, self._evict_pod, self.recorder.pod_event,
+            self.recorder.node_event, lambda pod: self._pod_terminated(podview.uid(pod)),
+            comparison_operators=cfg.feature_gates.get("TaintTolerationComparisonOperators", False))
+
+    async def _eviction_summary(self, fresh: bool) -> dict[str, Any]:
+        """The Summary as `/stats/summary` serves it: the housekeeping pass's, or a pass taken now when the eviction
+        manager needs current numbers (a memcg notification, after a node-level reclaim). Extra passes are kept to
+        those: each one also shortens the window of the CPU rates the Summary reports."""
+        snap = self.stats.snapshot
+        if fresh or snap is None:
+            snap = await self.stats.update()
+        return render_summary(snap)
+
+    async def _image_fs(self) -> tuple[int, int]:
+        snap = self.stats.snapshot or await self.stats.update()
+        fs = snap.node.image_fs.capacity if snap.node.image_fs is not None else None
+        return (fs.capacity, fs.available) if fs is not None else (0, 0)
+
+    def _evict_pod(self, pod: Pod, grace: int, status_fn: PodStatusFn) -> None:
+        self.workers.update_pod(pod, kill=KillPodOptions(grace_override=grace, status_fn=status_fn))
+
+    def _start_memcg_notifiers(self) -> None:
+        """kernelMemcgNotification on cgroup v1: watch the agent's own kubepods memory cgroup."""
+        from pathlib import Path
+
+        from cgroups.naming import kubepods_name
+        from cgroups.v1 import CgroupV1Driver
+        from minikubelet.eviction.memcg_notifier import ThresholdNotifier
+        from minikubelet.eviction.thresholds import ALLOCATABLE_MEMORY_AVAILABLE
+
+        manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
+        if not self.config.kernel_memcg_notification or manager is None:
+            return
+        if not isinstance(manager.driver, CgroupV1Driver) or "memory" not in manager.driver.hierarchies:
+            log.info("kernelMemcgNotification: needs the cgroup v1 memory controller; the 10 s monitoring stays")
+            return
+        literal = manager.literal(kubepods_name(manager.root))
+        path = Path(manager.driver.hierarchies["memory"]).joinpath(*[p for p in literal.split("/") if p])
+        for t in self.eviction.settings.thresholds:
+            if t.signal == ALLOCATABLE_MEMORY_AVAILABLE:
+                self.eviction.notifiers.append(ThresholdNotifier(path, t, self.eviction.notify))
 
     def _admission_node(self) -> Node:
         """Joined: the Node as the API server has it (labels and taints changed later included, the
@@ -405,6 +477,8 @@ class Agent:
             runtime_errors=runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None)
             + condition_errs,
             network_errors=self.pod_network.errors() if self.pod_network is not None else (),
+            memory_pressure=self.eviction.memory_pressure, disk_pressure=self.eviction.disk_pressure,
+            pid_pressure=self.eviction.pid_pressure,
         )
 
     async def health(self) -> list[tuple[str, str | None]]:
@@ -451,9 +525,12 @@ class Agent:
             self.cgroups = build_pod_cgroups(cfg, (await self.runtime.runtime_config()).cgroup_driver,
                                              lambda: list(self.manager.desired.values()))
             self.containers.cgroups = self.cgroups
+        runtime_config = await self.runtime.runtime_config()
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir,
                                    self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None,
-                                   sandbox_image=cfg.pod_infra_container_image)
+                                   sandbox_image=cfg.pod_infra_container_image,
+                                   image_fs_path=runtime_config.image_fs_path)
+        self._start_memcg_notifiers()
         self.server.stats = StatsHandlers(self.stats)
         log.info("starting minikubelet", extra={"kv": {
             "version": __version__, "node": self.node_name, "nodeIP": self.host_ip, "runtime": f"{version.runtime_name} {version.runtime_version}",
@@ -511,6 +588,8 @@ class Agent:
                     tg.create_task(self.container_gc.run(), name="container-gc"),
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
                     tg.create_task(self.stats.run(), name="stats-housekeeping"),
+                    tg.create_task(self.eviction.run(), name="eviction-manager"),
+                    tg.create_task(self.image_gc.run(), name="image-gc"),
                     *[tg.create_task(run(), name=name) for name, run in (self.join.tasks() if self.join else [])],
                     *([tg.create_task(self.node_lister.run(), name="node-lister")] if self.node_lister else []),
                     *([tg.create_task(self.pod_network.run(), name="pod-network")] if self.pod_network else []),
@@ -530,6 +609,7 @@ class Agent:
             for task in list(self._refetches):
                 task.cancel()
             await asyncio.gather(*self._refetches, return_exceptions=True)
+            self.eviction.close()
             await self.workers.shutdown()
             try:
                 self.checkpoint.save()

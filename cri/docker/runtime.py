@@ -117,7 +117,9 @@ class DockerRuntime:
         return result
 
     async def runtime_config(self) -> RuntimeConfig:
-        return RuntimeConfig(cgroup_driver=str((await self.info()).get("CgroupDriver", "cgroupfs")))
+        info = await self.info()
+        return RuntimeConfig(cgroup_driver=str(info.get("CgroupDriver", "cgroupfs")),
+                             image_fs_path=str(info.get("DockerRootDir", "")))
 
     # -- shared helpers -----------------------------------------------------------------------
 

@@ -48,6 +48,7 @@ def served_config(cfg: kc.KubeletConfig) -> Json:
 # ours, not v1beta1's (upstream has flags for the first two)
 _NOT_UPSTREAM = frozenset({"rootDir", "podInfraContainerImage", "legacyContainerLogsDir"})
 # plain (not pointer) omitempty fields of v1beta1, and singleProcessOOMKill whose nil we model as false
-_OMIT_ZERO = frozenset({"readOnlyPort", "port", "serverTLSBootstrap", "rotateCertificates", "singleProcessOOMKill"})
+_OMIT_ZERO = frozenset({"readOnlyPort", "port", "serverTLSBootstrap", "rotateCertificates", "singleProcessOOMKill",
+                        "evictionMaxPodGracePeriod", "kernelMemcgNotification"})
 # every other "" / [] / {} is omitempty in the v1beta1 type: absent when unset
 _KEEP_EMPTY = frozenset({"staticPodPath", "podLogsDir"})

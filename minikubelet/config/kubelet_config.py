@@ -97,6 +97,16 @@ class KubeletConfig:
     tls_cipher_suites: tuple[str, ...] = ()  # Go names; (): OpenSSL's defaults
     server_tls_bootstrap: bool = False
     streaming_connection_idle_timeout: float = 4 * 3600.0
+    eviction_soft: Mapping[str, str] = field(default_factory=dict)
+    eviction_soft_grace_period: Mapping[str, str] = field(default_factory=dict)
+    eviction_minimum_reclaim: Mapping[str, str] = field(default_factory=dict)
+    eviction_max_pod_grace_period: int = 0
+    eviction_pressure_transition_period: float = 300.0
+    kernel_memcg_notification: bool = False
+    image_gc_high_threshold_percent: int = 85
+    image_gc_low_threshold_percent: int = 80
+    image_minimum_gc_age: float = 120.0
+    image_maximum_gc_age: float = 0.0  # 0: no maximum
 
 
 @dataclass(frozen=True)
@@ -370,6 +380,40 @@ def _eviction(value: object) -> dict[str, str]:
     return out
 
 
+def _eviction_grace_periods(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a map of signal to duration, got {value!r}")
+    out: dict[str, str] = {}
+    for signal, period in value.items():
+        if signal not in _EVICTION_SIGNALS:
+            raise ValueError(f"unsupported eviction signal {signal!r}")
+        if not isinstance(period, str):
+            raise ValueError(f"{signal}: must be a duration string such as \"1m30s\", got {period!r}")
+        try:
+            seconds = parse_duration(period)
+        except ValueError:
+            raise ValueError(f"{signal}: must be a duration string such as \"1m30s\", got {period!r}") from None
+        if seconds < 0:
+            raise ValueError(f"{signal}: invalid eviction grace period {period!r}, must be a positive value")
+        out[signal] = period
+    return out
+
+
+def _eviction_minimum_reclaim(value: object) -> dict[str, str]:
+    out = _eviction(value)
+    for signal, amount in out.items():
+        if amount.endswith("%") and float(amount[:-1]) <= 0:
+            raise ValueError(f"{signal}: eviction percentage minimum reclaim must be positive, got {amount!r}")
+    return out
+
+
+def _non_negative_duration(value: object) -> float:
+    seconds = _duration(value)
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return seconds
+
+
 def _feature_gates(value: object) -> dict[str, bool]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, bool) for k, v in value.items()):
         raise ValueError(f"must be a map of feature name to true/false, got {value!r}")
@@ -624,6 +668,16 @@ _FIELDS = (
     _Field("server_tls_bootstrap", "serverTLSBootstrap", None, _bool),
     _Field("streaming_connection_idle_timeout", "streamingConnectionIdleTimeout", "--streaming-connection-idle-timeout",
            _positive_duration, "Idle time after which exec/attach/port-forward connections are closed (e.g. 4h)."),
+    _Field("eviction_soft", "evictionSoft", None, _eviction),
+    _Field("eviction_soft_grace_period", "evictionSoftGracePeriod", None, _eviction_grace_periods),
+    _Field("eviction_minimum_reclaim", "evictionMinimumReclaim", None, _eviction_minimum_reclaim),
+    _Field("eviction_max_pod_grace_period", "evictionMaxPodGracePeriod", None, _int_between(-(2**31), _INT32_MAX)),
+    _Field("eviction_pressure_transition_period", "evictionPressureTransitionPeriod", None, _non_negative_duration),
+    _Field("kernel_memcg_notification", "kernelMemcgNotification", None, _bool),
+    _Field("image_gc_high_threshold_percent", "imageGCHighThresholdPercent", None, _int_between(0, 100)),
+    _Field("image_gc_low_threshold_percent", "imageGCLowThresholdPercent", None, _int_between(0, 100)),
+    _Field("image_minimum_gc_age", "imageMinimumGCAge", None, _non_negative_duration),
+    _Field("image_maximum_gc_age", "imageMaximumGCAge", None, _non_negative_duration),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
@@ -721,7 +775,24 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
         label = f.flag or f.yaml_name or attr
         values[attr] = _parse_field(f, raw, label)
     config = replace(KubeletConfig(), **values)  # type: ignore[arg-type]
+    _check_gc_and_eviction(config)
     return config, warnings
+
+
+def _check_gc_and_eviction(config: KubeletConfig) -> None:
+    """Upstream's cross-field checks (kubelet config validation, eviction ParseThresholdConfig)."""
+    if config.image_gc_low_threshold_percent >= config.image_gc_high_threshold_percent:
+        raise ConfigError(f"imageGCLowThresholdPercent ({config.image_gc_low_threshold_percent}) must be less than "
+                          f"imageGCHighThresholdPercent ({config.image_gc_high_threshold_percent})")
+    if config.image_maximum_gc_age and config.image_maximum_gc_age <= config.image_minimum_gc_age:
+        raise ConfigError("imageMaximumGCAge must be greater than imageMinimumGCAge")
+    for name, thresholds in (("evictionHard", config.eviction_hard), ("evictionSoft", config.eviction_soft)):
+        for signal, value in thresholds.items():
+            if not value.endswith("%") and parse_quantity(value) == 0:
+                raise ConfigError(f"{name}: eviction threshold {signal} must be positive: {value}")
+    for signal in config.eviction_soft:
+        if signal not in config.eviction_soft_grace_period:
+            raise ConfigError(f"evictionSoft: grace period must be specified for the soft eviction threshold {signal}")
 
 
 # Settings accepted and validated but not acted on yet (docs/configuration.md): start-up warns once for

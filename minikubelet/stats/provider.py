@@ -126,8 +126,9 @@ class StatsProvider:
                  cgroups: CgroupManager | None, files: CgroupFiles | None = None, *,
                  sandbox_image: str = "", interval: float = HOUSEKEEPING_INTERVAL,
                  interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
-                 proc: Path = Path("/proc")) -> None:
+                 proc: Path = Path("/proc"), image_fs_path: str = "") -> None:
         self.runtime = runtime
+        self.image_fs_path = image_fs_path
         self.clock = clock
         self.node_name = node_name
         self.root_dir = root_dir
@@ -339,7 +340,7 @@ class StatsProvider:
             network=self._network(None, now, errors),
             fs=Fs(now, fs, fs.used if fs else None, (fs.inodes - fs.inodes_free) if fs else None),
             fs_device=self._fs_device,
-            image_fs=Fs(now, fs, image_bytes),
+            image_fs=Fs(now, (capacity(self.image_fs_path) if self.image_fs_path else None) or fs, image_bytes),
             rlimit=Rlimit(now, _read_first_int(self.proc / "sys/kernel/pid_max"), _running_tasks(self.proc)),
             swap_total=meminfo.get("SwapTotal", 0), swap_free=meminfo.get("SwapFree", 0),
         )

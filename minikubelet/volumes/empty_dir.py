@@ -114,9 +114,6 @@ def set_up(root_dir: str, pod: PodView, name: str, source: Mapping[str, Any], mo
         if not mounted:
             set_volume_ownership(path, fs_group)  # the tmpfs root itself is 1777, the kernel's default
         return path
-    if source.get("sizeLimit") is not None and not existed:
-        log.info("emptyDir sizeLimit on the node's disk is enforced by eviction, which the agent does not do yet",
-                 extra={"kv": {"pod": pod.uid, "volume": name, "sizeLimit": str(source.get("sizeLimit"))}})
     if not existed:
         # as upstream's emptyDir: once, when it is created, and whatever fsGroupChangePolicy says
         set_volume_ownership(path, fs_group)

@@ -41,7 +41,11 @@ PLURALS = ("deployments", "replicasets", "jobs", "daemonsets")
 JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
 JOB_BACKOFF = 10.0  # DefaultJobPodFailureBackOff, doubled per failure
 JOB_MAX_BACKOFF = 600.0  # MaxJobPodFailureBackOff
-_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # utilrand.SafeEncodeString's alphabet
+_SAFE = "bcdfghjklmnpqrstvwxz2456789"
+_PRESSURE_TAINTS = (("MemoryPressure", "node.kubernetes.io/memory-pressure"),
+                    ("DiskPressure", "node.kubernetes.io/disk-pressure"),
+                    ("PIDPressure", "node.kubernetes.io/pid-pressure"))
+_CONDITION_TAINTS = {"Ready": "node.kubernetes.io/not-ready", **dict(_PRESSURE_TAINTS)}  # utilrand.SafeEncodeString's alphabet
 
 
 def _controller(name: str) -> User:
@@ -263,15 +267,19 @@ class Workloads:
                 fresh["status"] = merged
                 self.store.update(plural, fresh)
 
-    # node lifecycle: the not-ready NoSchedule taint follows the Ready condition ----------------------
+    # node lifecycle: the not-ready NoSchedule taint follows the Ready condition, and (TaintNodesByCondition)
+    # the memory-, disk- and pid-pressure NoSchedule taints follow the pressure conditions ----------------
     def node_taints(self) -> None:
         for node in self.store.list_objects("nodes"):
             spec = node.setdefault("spec", {})
             taints = spec.get("taints") or []
-            others = [t for t in taints if not (t.get("key") == "node.kubernetes.io/not-ready"
+            others = [t for t in taints if not (t.get("key") in _CONDITION_TAINTS.values()
                                                 and t.get("effect") == "NoSchedule")]
-            wanted = others if _condition(node, "Ready") == "True" else [
-                *others, {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+            wanted = list(others)
+            if _condition(node, "Ready") != "True":
+                wanted.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
+            wanted += [{"key": key, "effect": "NoSchedule"} for ctype, key in _PRESSURE_TAINTS
+                       if _condition(node, ctype) == "True"]
             if wanted != taints:
                 spec["taints"] = wanted
                 if not wanted:

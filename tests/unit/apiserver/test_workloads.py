@@ -193,3 +193,25 @@ def test_scheduler_filters() -> None:
     assert not fits(pod, node)
     assert {"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoSchedule"} in \
         daemon_tolerations({"hostNetwork": True})
+
+
+async def test_pressure_taints_follow_the_pressure_conditions(api: ApiServer) -> None:
+    world = World(api)
+    await ready_node(api, world, "n1")
+    ctl = Workloads(api.store, api.registry)
+    node = api.store.get("nodes", "", "n1")
+    assert node is not None
+    node["status"]["conditions"] += [{"type": "MemoryPressure", "status": "True"},
+                                     {"type": "DiskPressure", "status": "False"}]
+    api.store.update("nodes", node)
+    ctl.reconcile()
+    node = api.store.get("nodes", "", "n1")
+    assert node is not None
+    assert node["spec"]["taints"] == [{"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}]
+    for c in node["status"]["conditions"]:
+        if c["type"] == "MemoryPressure":
+            c["status"] = "False"
+    api.store.update("nodes", node)
+    ctl.reconcile()
+    node = api.store.get("nodes", "", "n1")
+    assert node is not None and "taints" not in node["spec"]

@@ -1,0 +1,1 @@
+"""Node-pressure eviction (upstream pkg/kubelet/eviction): signals, thresholds, ranking, the manager."""
