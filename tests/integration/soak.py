@@ -140,7 +140,8 @@ class WaveRow:
 class SoakResult:
     waves: list[WaveRow] = field(default_factory=list)
     idle_rss: int = 0
-    warm_rss: int = 0  # at the end of the warm-up (the first tenth of the run, at least one wave)
+    warm_rss: int = 0  # at the end of the warm-up (a fraction of the run, at least one wave)
+    warm_fds: int = 0
     end_rss: int = 0
     max_rss: int = 0
     left: Leftovers | None = None
@@ -157,13 +158,15 @@ class SoakResult:
 
 
 async def soak(agent: AgentProcess, docker: aiodocker.Docker, seconds: float, per_kind: int = 2,
-               on_wave: Callable[[WaveRow], None] | None = None) -> SoakResult:
-    """Churn for `seconds` (whole waves: the last one starts before the time is up), then count leftovers."""
+               on_wave: Callable[[WaveRow], None] | None = None, warmup: float = 0.1) -> SoakResult:
+    """Churn for `seconds` (whole waves: the last one starts before the time is up), then count leftovers.
+    RSS growth is measured from the end of the warm-up (`warmup` × the run): the event store (1 000 events) and
+    the allocator's pools fill during the first minutes."""
     assert agent.proc is not None
     pid = agent.proc.pid
     res = SoakResult(idle_rss=rss_bytes(pid))
     t0 = time.monotonic()
-    warm_until = t0 + seconds / 10
+    warm_until = t0 + seconds * warmup
     created = 0
     wave = 0
     while wave == 0 or time.monotonic() - t0 < seconds:
@@ -188,7 +191,7 @@ async def soak(agent: AgentProcess, docker: aiodocker.Docker, seconds: float, pe
         res.waves.append(row)
         res.max_rss = max(res.max_rss, row.rss)
         if wave == 0 or time.monotonic() <= warm_until:
-            res.warm_rss = row.rss
+            res.warm_rss, res.warm_fds = row.rss, row.fds
         if on_wave is not None:
             on_wave(row)
         wave += 1
