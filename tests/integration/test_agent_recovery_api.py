@@ -160,6 +160,11 @@ async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, 
         api.faults.delay = 0.0
 
         # a dropped watch: resumed from its resourceVersion, no LIST
+        # (the harness ends watches after 10 s: wait for one to be open, then cut it)
+        def pods_watch_open() -> bool:
+            return any(r.path == "/api/v1/pods" for w, r in api.watches.requests.items() if w in api.watches.open)
+
+        await a.wait_for("an open pods watch", lambda: _async_true(pods_watch_open()), timeout=30, interval=0.05)
         i0 = len(api.handler.requests)
         assert api.watches.drop() >= 1
         await admin.create(api_pod("p2", a.node))
