@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|cluster-startup|cluster-footprint [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|cluster-startup|cluster-footprint|soak [options]"""
 
 from __future__ import annotations
 
@@ -48,7 +48,15 @@ def main() -> None:
     s.add_argument("--pods", type=_counts, default="0,30,100")
     s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
     s.add_argument("--settle", type=float, default=15.0, help="seconds between all Ready and the window")
+    s = sub.add_parser("soak", help="pods run, crash, exit and are deleted for a while: RSS growth and leftovers")
+    s.add_argument("--minutes", type=float, default=60.0)
+    s.add_argument("--per-kind", type=int, default=2, help="pods of each kind (sleeper, crasher, one-shot) per wave")
     a = p.parse_args()
+    if a.name == "soak":
+        from bench import soak
+
+        asyncio.run(soak.main(a.minutes, a.per_kind))
+        return
     if a.name == "cluster-startup":
         from bench import cluster_startup
 

@@ -100,7 +100,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("minikubelet.agent")
 
-HEALTHY_RELIST_AGE = 10.0  # seconds without a successful relist before /healthz fails
+RUNTIME_UP_PERIOD = 5.0  # upstream updateRuntimeUp's period
+SYNC_LOOP_HEALTH_WINDOW = 300.0  # upstream SyncLoopHealthCheck: max(2 × resyncInterval (1 m), 5 m)
 CHECKPOINT_PERIOD = 2.0
 ORPHAN_SWEEP_PERIOD = 60.0
 
@@ -195,6 +196,8 @@ class Agent:
                                     pods_version=lambda: self.statuses.version)
         self._runtime_error: str | None = None
         self._runtime_ok: float | None = None  # monotonic time of the last answer of the runtime
+        # monotonic time the sync loop last ran; as upstream's syncLoop it does not while the runtime is down
+        self._sync_loop_entry: float | None = None
         self._stop = asyncio.Event()
         self.join: NodeJoin | None = self._node_join() if config.kubeconfig or config.bootstrap_kubeconfig else None
 
@@ -474,27 +477,49 @@ class Agent:
             kubelet_version=KUBERNETES_VERSION, images=images,
             kubelet_port=self.config.port if self.config.port > 0 else KUBELET_PORT,
             declared_features=declared_features(self.config.feature_gates),
-            runtime_errors=runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None)
-            + condition_errs,
+            runtime_errors=self.runtime_errors() + condition_errs,
             network_errors=self.pod_network.errors() if self.pod_network is not None else (),
             memory_pressure=self.eviction.memory_pressure, disk_pressure=self.eviction.disk_pressure,
             pid_pressure=self.eviction.pid_pressure,
         )
 
+    def runtime_errors(self) -> tuple[str, ...]:
+        return runtime_errors(self.clock.monotonic(), self._runtime_ok, self.pleg.last_relist or None)
+
+    async def _runtime_up(self) -> None:
+        """Upstream updateRuntimeUp + the gate of its syncLoop: the runtime asked every 5 s; the sync loop counts
+        as run only while the runtime state has no errors (so /healthz fails after 5 minutes of a dead runtime)."""
+        down = False
+        while True:
+            try:
+                await asyncio.wait_for(self.runtime.version(), timeout=RUNTIME_UP_PERIOD)
+                self._runtime_ok = self.clock.monotonic()
+                if down:
+                    log.info("container runtime answers again")
+                down = False
+            except Exception as e:
+                if not down:
+                    log.warning("container runtime sanity check failed", extra={"kv": {"err": str(e) or type(e).__name__}})
+                down = True
+            errors = self.runtime_errors()
+            if not errors:
+                self._sync_loop_entry = self.clock.monotonic()
+            elif down:
+                log.debug("skipping pod synchronization", extra={"kv": {"err": "; ".join(errors)}})
+            await self.clock.sleep(RUNTIME_UP_PERIOD)
+
     async def health(self) -> list[tuple[str, str | None]]:
-        checks: list[tuple[str, str | None]] = [("ping", None), ("syncloop", self._sync_loop_error())]
-        try:
-            await asyncio.wait_for(self.runtime.version(), timeout=2.0)
-            checks.append(("runtime", None))
-        except Exception as e:
-            checks.append(("runtime", f"container runtime does not answer: {e or type(e).__name__}"))
-        return checks
+        """Upstream's /healthz checkers (ping, syncloop); the runtime is not asked here: a runtime that is down
+        shows on the Node's Ready condition, and on /healthz only once the sync loop stalled for 5 minutes."""
+        return [("ping", None), ("syncloop", self._sync_loop_error())]
 
     def _sync_loop_error(self) -> str | None:
-        age = self.clock.monotonic() - self.pleg.last_relist
-        if self.pleg.last_relist and age <= HEALTHY_RELIST_AGE:
-            return None
-        return f"sync loop has not run for {age:.1f}s" if self.pleg.last_relist else "sync loop has not run yet"
+        entry = self._sync_loop_entry
+        if entry is None:
+            return "sync loop has not run yet"
+        if self.clock.monotonic() - entry > SYNC_LOOP_HEALTH_WINDOW:
+            return "sync Loop took longer than expected"
+        return None
 
     async def _watchdog_checks(self) -> list[tuple[str, str | None]]:
         # upstream's watchdog runs the sync loop check, not the runtime's (a restart does not bring Docker back)
@@ -582,6 +607,7 @@ class Agent:
                     tg.create_task(watchdog.run(), name="systemd-watchdog"),
                     tg.create_task(self.pleg.run_relist(), name="pleg-relist"),
                     tg.create_task(self.pleg.run_events(), name="pleg-events"),
+                    tg.create_task(self._runtime_up(), name="runtime-up"),
                     tg.create_task(self.static.run(), name="static-pods"),
                     *([tg.create_task(self.url_source.run(), name="url-pods")] if self.url_source else []),
                     tg.create_task(self._housekeeping(), name="housekeeping"),

@@ -78,6 +78,11 @@ class TransportError(Exception):
     """No usable answer: connection refused or cut, a timeout, an answer larger than allowed, not JSON."""
 
 
+class ConnectError(TransportError):
+    """No connection at all (refused, unreachable): not retried in place, as client-go retries a GET only after a
+    connection reset or an EOF; the caller's own loop (lease backoff, status period, reflector) tries again."""
+
+
 class TokenBucket:
     """client-go's token bucket rate limiter: `burst` tokens, refilled at `qps` per second; starts full."""
 
@@ -235,6 +240,8 @@ class RestClient:
                                        timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 raw = await self._read_bounded(resp)
                 return resp.status, raw, _retry_after(resp.headers.get("Retry-After"))
+        except aiohttp.ClientConnectorError as e:
+            raise ConnectError(f"{method} {url}: {e or type(e).__name__}") from None
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as e:
             raise TransportError(f"{method} {url}: {e or type(e).__name__}") from None
 
@@ -250,9 +257,9 @@ class RestClient:
             await self.limiter.acquire()
             try:
                 code, raw, retry_after = await self._once(method, url, data, content_type, timeout or self.timeout)
-            except TransportError:
+            except TransportError as e:
                 # Only reads are repeated after a cut connection: a write may have happened.
-                if method != "GET" or attempt + 1 >= self.retry.attempts:
+                if method != "GET" or isinstance(e, ConnectError) or attempt + 1 >= self.retry.attempts:
                     raise
                 await self.clock.sleep(self.retry.delay(attempt, None))
                 attempt += 1

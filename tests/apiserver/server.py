@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -126,6 +127,7 @@ class Handler:
     def __init__(self, api: ApiServer) -> None:
         self.api = api
         self.requests: list[tuple[str, str, str]] = []  # (user, method, path_qs): what tests can assert on
+        self.request_times: list[float] = []  # time.monotonic() of each entry of `requests`
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -133,6 +135,7 @@ class Handler:
                 await asyncio.sleep(self.api.faults.delay)
             user = self.authenticate(request)
             self.requests.append((user.name, request.method, request.path_qs))
+            self.request_times.append(time.monotonic())
             if (fault := self.api.faults.pick(request)) is not None:
                 raise fault
             return await self.dispatch(request, user)

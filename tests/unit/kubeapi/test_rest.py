@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from minikubelet.base.clock import FakeClock
-from minikubelet.kubeapi.rest import ApiError, TokenBucket, TransportError
+from minikubelet.kubeapi.rest import ApiError, ConnectError, TokenBucket, TransportError
 from tests.apiserver import ApiServer
 from tests.unit.kubeapi.helpers import client_for, eventually
 
@@ -102,5 +102,21 @@ async def test_requests_pass_the_rate_limiter(api_server: ApiServer, tmp_path: P
         assert not third.done()
         clock.advance(1.0)
         assert (await asyncio.wait_for(third, 5))["major"] == "1"
+    finally:
+        await client.close()
+
+
+async def test_a_refused_connection_is_not_retried_in_place(api_server: ApiServer, tmp_path: Path) -> None:
+    """client-go retries a GET after a reset or EOF, not when nothing answers: the callers' loops (lease backoff
+    capped at 7 s, the status period) decide when to try again, so an API server back is seen in that time."""
+    clock = FakeClock()
+    client = client_for(api_server, api_server.admin_identity(), tmp_path, clock=clock)
+    await api_server.stop()
+    try:
+        with pytest.raises(ConnectError):
+            await asyncio.wait_for(client.get("/version"), 5)  # a retry would sleep on the clock nobody advances
+        assert clock.monotonic() == 0.0
+        await api_server.start()
+        assert (await client.get("/version"))["gitVersion"] == "v1.36.2"
     finally:
         await client.close()

@@ -1,0 +1,197 @@
+"""Issue 17 item 4, the API server: an outage, then each kind of trouble a real kube-apiserver gives a client.
+
+Outage (MKL_TEST_API_OUTAGE_SECONDS, default 60: longer than the node monitor grace and several lease renew
+intervals): no pod is killed or restarted for it; what changed meanwhile (a container restarted twice) is sent
+once the server is back, the latest state only; the lease is renewed (its retry backoff is capped at 7 s) and
+the Node is Ready again at the next status sync (within one nodeStatusUpdateFrequency, 10 s + 4 % jitter, as
+upstream). The node lifecycle controller that would have marked the Node Unknown is played by the test, on the
+stored Node.
+
+Faults (tests/apiserver Faults and WatchStreams): 429 with Retry-After is waited out, 500s are retried, slow
+answers are waited for, a dropped watch is resumed from its resourceVersion without a LIST, and a watch whose
+resourceVersion was compacted away gets 410 Gone and lists again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import aiodocker
+import pytest
+
+from tests.apiserver import ApiServer
+from tests.integration import agent_env
+from tests.integration.agent_env import JoinedAgent
+from tests.integration.recovery import api_pod, api_pod_running, node_ready, ready_condition
+
+docker = agent_env.docker
+api = agent_env.api
+
+pytestmark = pytest.mark.integration
+
+OUTAGE = float(os.environ.get("MKL_TEST_API_OUTAGE_SECONDS", "60"))
+
+
+def cid_of(pod: dict[str, Any]) -> str:
+    return str(pod["status"]["containerStatuses"][0]["containerID"]).removeprefix("docker://")
+
+
+async def local_restarts(a: JoinedAgent, name: str, restarts: int) -> bool:
+    """The agent's own view (/pods on the read-only port) while the API server is away."""
+    for p in await a.pods():
+        if p["metadata"]["name"] == name:
+            cs = (p["status"].get("containerStatuses") or [{}])[0]
+            return cs.get("restartCount") == restarts and "running" in cs.get("state", {})
+    return False
+
+
+async def test_api_outage_kills_nothing_and_catches_up(tmp_path: Path, api: ApiServer,
+                                                       docker: aiodocker.Docker) -> None:
+    a = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)  # upstream's default intervals
+    admin = api.admin()
+    a.start()
+    try:
+        await a.wait_for("the Node Ready", lambda: node_ready(admin, a.node, "True"), timeout=60)
+        await admin.create(api_pod("steady", a.node))
+        await admin.create(api_pod("bumpy", a.node))
+        steady = await a.wait_for("steady Running", lambda: api_pod_running(admin, "steady", 0), timeout=60)
+        bumpy = await a.wait_for("bumpy Running", lambda: api_pod_running(admin, "bumpy", 0), timeout=60)
+
+        stopped_at = time.monotonic()
+        await api.stop()
+        # the node lifecycle controller's part, after its grace: the Node is Unknown in the store
+        node = api.store.get("nodes", "", a.node)
+        assert node is not None
+        for c in node["status"]["conditions"]:
+            c.update(status="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting node status.")
+        api.store.update("nodes", node)
+        rv_at_outage = api.store.rv
+        # two restarts of bumpy's container while the API is away: only the second may reach the API
+        for n in (1, 2):
+            local = {p["metadata"]["name"]: p for p in await a.pods()}
+            await (await docker.containers.get(cid_of(local["bumpy"]))).kill()
+            await a.wait_for(f"bumpy restarted locally ({n})", functools.partial(local_restarts, a, "bumpy", n), timeout=60)
+        await asyncio.sleep(max(0.0, OUTAGE - (time.monotonic() - stopped_at)))
+        assert a.proc is not None and a.proc.poll() is None
+
+        back_at = time.monotonic()
+        i0 = len(api.handler.requests)
+        await api.start()
+        node = await a.wait_for("Ready again", lambda: node_ready(admin, a.node, "True"), timeout=30, interval=0.2)
+        assert ready_condition(node)["reason"] == "KubeletReady"
+        await a.wait_for("bumpy's restarts in the API", lambda: api_pod_running(admin, "bumpy", 2), timeout=30)
+
+        def first(method: str, path: str) -> float:
+            """Seconds from the restart to the agent's first such request (the server's own log)."""
+            return next(t for (user, m, p), t in zip(api.handler.requests[i0:], api.handler.request_times[i0:],
+                                                    strict=True)
+                        if user == f"system:node:{a.node}" and m == method and p.startswith(path)) - back_at
+
+        ready_after = first("PATCH", f"/api/v1/nodes/{a.node}/status")
+        lease_after = first("PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{a.node}")
+        print(f"outage {back_at - stopped_at:.0f} s; node status {ready_after:.1f} s and lease {lease_after:.1f} s after")
+        # the next status sync comes within one nodeStatusUpdateFrequency (10 s, +4 % jitter, as upstream's
+        # JitterUntil); the lease's retry backoff is capped at 7 s
+        assert ready_after <= 10.4 + 1 and lease_after <= 7 + 1
+
+        # latest wins: the API never saw restartCount 1
+        seen = [c.obj["status"]["containerStatuses"][0].get("restartCount") for c in api.store.changes_since(rv_at_outage)
+                if c.resource == "pods" and c.obj["metadata"]["name"] == "bumpy"
+                and c.obj.get("status", {}).get("containerStatuses")]
+        assert seen and 1 not in seen and seen[-1] == 2, seen
+        # nothing was killed for the outage
+        steady_now = await admin.get("pods", "steady", "default")
+        assert cid_of(steady_now) == cid_of(steady) and steady_now["status"]["containerStatuses"][0]["restartCount"] == 0
+        assert (await (await docker.containers.get(cid_of(steady))).show())["State"]["Running"]
+        assert cid_of(bumpy) != cid_of(await admin.get("pods", "bumpy", "default"))
+    finally:
+        await agent_env.stop_and_clean(a, docker)
+
+
+def _since(api: ApiServer, i0: int, method: str, pattern: str) -> list[tuple[float, str]]:
+    reqs = api.handler.requests[i0:]
+    times = api.handler.request_times[i0:]
+    return [(t, p) for (_, m, p), t in zip(reqs, times, strict=True) if m == method and pattern in p]
+
+
+async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, api: ApiServer,
+                                                                docker: aiodocker.Docker) -> None:
+    a = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    a.extra = {"nodeStatusUpdateFrequency": "2s"}
+    admin = api.admin()
+    a.start()
+    try:
+        await a.wait_for("the Node Ready", lambda: node_ready(admin, a.node, "True"), timeout=60)
+        await admin.create(api_pod("p1", a.node))
+        p1 = await a.wait_for("p1 Running", lambda: api_pod_running(admin, "p1", 0), timeout=60)
+        status_path = "/namespaces/default/pods/p1/status"
+
+        # 429 with Retry-After: 3 twice, then through: the retries wait out what the server asked
+        i0 = len(api.handler.requests)
+        rule = api.faults.fail(429, "PATCH", status_path, times=2, retry_after=3)
+        await (await docker.containers.get(cid_of(p1))).kill()
+        p1 = await a.wait_for("p1 restartCount 1 through two 429s", lambda: api_pod_running(admin, "p1", 1),
+                              timeout=60)
+        tries = [t for t, _ in _since(api, i0, "PATCH", status_path)]
+        assert rule.hits == 2 and len(tries) >= 3, tries
+        assert all(later - first >= 2.9 for first, later in itertools.pairwise(tries[:3])), tries
+
+        # 500 three times: retried with backoff until it passes
+        rule = api.faults.fail(500, "PATCH", status_path, times=3)
+        await (await docker.containers.get(cid_of(p1))).kill()
+        p1 = await a.wait_for("p1 restartCount 2 through three 500s", lambda: api_pod_running(admin, "p1", 2),
+                              timeout=60)
+        assert rule.hits == 3
+
+        # every answer 1.5 s late: still served, the lease still renewed
+        api.faults.delay = 1.5
+        i0 = len(api.handler.requests)
+        await (await docker.containers.get(cid_of(p1))).kill()
+        p1 = await a.wait_for("p1 restartCount 3 with slow answers", lambda: api_pod_running(admin, "p1", 3),
+                              timeout=60)
+        await a.wait_for("a lease renewal while slow",
+                         lambda: _async_true(bool(_since(api, i0, "PUT", f"/leases/{a.node}"))), timeout=30)
+        api.faults.delay = 0.0
+
+        # a dropped watch: resumed from its resourceVersion, no LIST
+        # (the harness ends watches after 10 s: wait for one to be open, then cut it)
+        def pods_watch_open() -> bool:
+            return any(r.path == "/api/v1/pods" for w, r in api.watches.requests.items() if w in api.watches.open)
+
+        await a.wait_for("an open pods watch", lambda: _async_true(pods_watch_open()), timeout=30, interval=0.05)
+        i0 = len(api.handler.requests)
+        assert api.watches.drop() >= 1
+        await admin.create(api_pod("p2", a.node))
+        await a.wait_for("p2 Running after the drop", lambda: api_pod_running(admin, "p2", 0), timeout=60)
+        pod_requests = [p for _, p in _since(api, i0, "GET", "/api/v1/pods?")]
+        assert any("watch=true" in p and "resourceVersion=" in p and "resourceVersion=&" not in p
+                   for p in pod_requests), pod_requests
+        assert not [p for p in pod_requests if "watch=true" not in p], pod_requests
+
+        # 410 Gone: while the pod watch is refused, p3 is created and the history compacted past the agent's
+        # resourceVersion; the next watch gets 410 and the agent lists again, finding p3
+        block = api.faults.fail(503, "GET", r"/api/v1/pods\?.*watch=true")
+        api.watches.drop()
+        await admin.create(api_pod("p3", a.node))
+        api.store.compact()
+        await a.wait_for("a refused re-watch", lambda: _async_true(block.hits >= 1), timeout=30)
+        i0 = len(api.handler.requests)
+        api.faults.rules.remove(block)
+        await a.wait_for("p3 Running after the relist", lambda: api_pod_running(admin, "p3", 0), timeout=90)
+        pod_requests = [p for _, p in _since(api, i0, "GET", "/api/v1/pods?")]
+        assert any("watch=true" not in p for p in pod_requests), pod_requests  # the LIST after 410
+        # nothing was restarted by any of it but the kills above
+        assert (await admin.get("pods", "p2", "default"))["status"]["containerStatuses"][0]["restartCount"] == 0
+        assert a.proc is not None and a.proc.poll() is None
+    finally:
+        await agent_env.stop_and_clean(a, docker)
+
+
+async def _async_true(value: bool) -> bool:
+    return value
