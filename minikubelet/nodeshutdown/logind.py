@@ -77,6 +77,7 @@ class Logind:
             raise LogindError("failed creating systemd inhibitor: no file descriptor in the reply")
         index = reply.body[0]
         lock: int = reply.unix_fds[index]
+        os.set_inheritable(lock, False)  # only this process holds the lock: a child must not keep it
         for i, fd in enumerate(reply.unix_fds):
             if i != index:
                 os.close(fd)

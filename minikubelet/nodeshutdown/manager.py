@@ -138,12 +138,12 @@ class NodeShutdownManager:
     async def _watch(self, events: asyncio.Queue[bool]) -> None:
         assert self.logind is not None
         lost = asyncio.ensure_future(self.logind.wait_for_disconnect())
+        getter: asyncio.Future[bool] | None = None
         try:
             while True:
                 getter = asyncio.ensure_future(events.get())
                 await asyncio.wait({getter, lost}, return_when=asyncio.FIRST_COMPLETED)
                 if not getter.done():
-                    getter.cancel()
                     log.error("Ended to watching the node for shutdown events")
                     return
                 shutting_down = getter.result()
@@ -159,9 +159,11 @@ class NodeShutdownManager:
                     with contextlib.suppress(OSError, LogindError):
                         await self._acquire_lock()
         finally:
-            lost.cancel()
-            with contextlib.suppress(BaseException):
-                await lost
+            for f in (lost, getter):
+                if f is not None and not f.done():
+                    f.cancel()
+                    with contextlib.suppress(BaseException):
+                        await f
 
     async def _acquire_lock(self) -> None:
         assert self.logind is not None
