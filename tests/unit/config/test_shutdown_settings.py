@@ -1,0 +1,60 @@
+"""shutdownGracePeriod, shutdownGracePeriodCriticalPods, shutdownGracePeriodByPodPriority: parsing and
+upstream's cross-field validation (pkg/kubelet/apis/config/validation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from minikubelet.config.kubelet_config import ConfigError, ShutdownGracePeriodByPodPriority, load_config
+
+HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+
+
+def _load(tmp_path: Path, body: str) -> object:
+    path = tmp_path / "kubelet.yaml"
+    path.write_text(HEADER + body)
+    config, warnings = load_config(str(path), {})
+    assert warnings == []
+    return config
+
+
+def test_defaults_are_off_and_values_parse(tmp_path: Path) -> None:
+    config, _ = load_config(None, {})
+    assert (config.shutdown_grace_period, config.shutdown_grace_period_critical_pods,
+            config.shutdown_grace_period_by_pod_priority) == (0.0, 0.0, ())
+    config = _load(tmp_path, "shutdownGracePeriod: 1m\nshutdownGracePeriodCriticalPods: 20s\n")
+    assert (getattr(config, "shutdown_grace_period"), getattr(config, "shutdown_grace_period_critical_pods")) == (60.0, 20.0)
+    config = _load(tmp_path, "shutdownGracePeriodByPodPriority:\n- {priority: 2000000000, shutdownGracePeriodSeconds: 10}\n"
+                             "- {priority: 0, shutdownGracePeriodSeconds: 30}\n")
+    assert getattr(config, "shutdown_grace_period_by_pod_priority") == (
+        ShutdownGracePeriodByPodPriority(2000000000, 10), ShutdownGracePeriodByPodPriority(0, 30))
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("shutdownGracePeriod: 10s\nshutdownGracePeriodCriticalPods: 20s\n",
+     "invalid configuration: shutdownGracePeriodCriticalPods 20s must be <= shutdownGracePeriod 10s"),
+    ("shutdownGracePeriod: 500ms\n",
+     "invalid configuration: shutdownGracePeriod 500ms must be either zero or otherwise >= 1 sec"),
+    ("shutdownGracePeriod: -1s\n", "shutdownGracePeriod -1s must be either zero or otherwise >= 1 sec"),
+    ("shutdownGracePeriod: 10s\nshutdownGracePeriodByPodPriority: [{priority: 0, shutdownGracePeriodSeconds: 5}]\n",
+     "invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and shutdownGracePeriod at the same time"),
+    ("shutdownGracePeriod: 10s\nfeatureGates: {GracefulNodeShutdown: false}\n",
+     "invalid configuration: specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate "
+     "GracefulNodeShutdown"),
+    ("shutdownGracePeriodByPodPriority: [{priority: 0, shutdownGracePeriodSeconds: 5}]\n"
+     "featureGates: {GracefulNodeShutdownBasedOnPodPriority: false}\n",
+     "invalid configuration: Specifying shutdownGracePeriodByPodPriority requires feature gate "
+     "GracefulNodeShutdownBasedOnPodPriority"),
+    ("shutdownGracePeriodByPodPriority: {priority: 0}\n", "shutdownGracePeriodByPodPriority: must be a list"),
+    ("shutdownGracePeriodByPodPriority: [{priority: 3000000000, shutdownGracePeriodSeconds: 5}]\n",
+     "priority must be a 32-bit integer"),
+    ("shutdownGracePeriodByPodPriority: [{priority: 1, shutdownGracePeriodSeconds: '5s'}]\n",
+     "shutdownGracePeriodSeconds must be an integer"),
+    ("shutdownGracePeriod: 10\n", "shutdownGracePeriod: must be a duration string"),
+])
+def test_invalid_settings_are_refused_with_upstreams_message(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=None) as err:
+        _load(tmp_path, body)
+    assert message in str(err.value)
