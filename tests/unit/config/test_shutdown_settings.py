@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from minikubelet.config.kubelet_config import ConfigError, ShutdownGracePeriodByPodPriority, load_config
+from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, ShutdownGracePeriodByPodPriority, load_config
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
 
 
-def _load(tmp_path: Path, body: str) -> object:
+def _load(tmp_path: Path, body: str) -> KubeletConfig:
     path = tmp_path / "kubelet.yaml"
     path.write_text(HEADER + body)
     config, warnings = load_config(str(path), {})
@@ -25,10 +25,10 @@ def test_defaults_are_off_and_values_parse(tmp_path: Path) -> None:
     assert (config.shutdown_grace_period, config.shutdown_grace_period_critical_pods,
             config.shutdown_grace_period_by_pod_priority) == (0.0, 0.0, ())
     config = _load(tmp_path, "shutdownGracePeriod: 1m\nshutdownGracePeriodCriticalPods: 20s\n")
-    assert (getattr(config, "shutdown_grace_period"), getattr(config, "shutdown_grace_period_critical_pods")) == (60.0, 20.0)
+    assert (config.shutdown_grace_period, config.shutdown_grace_period_critical_pods) == (60.0, 20.0)
     config = _load(tmp_path, "shutdownGracePeriodByPodPriority:\n- {priority: 2000000000, shutdownGracePeriodSeconds: 10}\n"
                              "- {priority: 0, shutdownGracePeriodSeconds: 30}\n")
-    assert getattr(config, "shutdown_grace_period_by_pod_priority") == (
+    assert config.shutdown_grace_period_by_pod_priority == (
         ShutdownGracePeriodByPodPriority(2000000000, 10), ShutdownGracePeriodByPodPriority(0, 30))
 
 
@@ -55,6 +55,6 @@ def test_defaults_are_off_and_values_parse(tmp_path: Path) -> None:
     ("shutdownGracePeriod: 10\n", "shutdownGracePeriod: must be a duration string"),
 ])
 def test_invalid_settings_are_refused_with_upstreams_message(tmp_path: Path, body: str, message: str) -> None:
-    with pytest.raises(ConfigError, match=None) as err:
+    with pytest.raises(ConfigError) as err:
         _load(tmp_path, body)
     assert message in str(err.value)
