@@ -99,13 +99,15 @@ class _Systemd1(ServiceInterface):
         if unit != "systemd-logind.service":
             raise DBusError("org.freedesktop.systemd1.NoSuchUnit", f"Unit {unit} not loaded.")
         self.double.kill_units.append((unit, who, signo))
-        if signo == 1:
+        if signo == 1 and self.double.rereads_config:
             self.double.reload()
 
 
 class LogindDouble:
-    def __init__(self, workdir: Path, inhibit_delay_max: float = DEFAULT_INHIBIT_DELAY_MAX) -> None:
+    def __init__(self, workdir: Path, inhibit_delay_max: float = DEFAULT_INHIBIT_DELAY_MAX,
+                 rereads_config: bool = True) -> None:
         self.workdir = workdir
+        self.rereads_config = rereads_config  # False: a logind that ignores SIGHUP (its drop-ins never apply)
         self.socket = str(workdir / "system_bus_socket")
         self.address = f"unix:path={self.socket}"
         self.conf_dir = str(workdir / "logind.conf.d")

@@ -139,3 +139,46 @@ async def test_no_system_bus_is_logged_and_the_manager_stays_off(
         await asyncio.wait_for(m.run(), 5)
     assert "Failed to start node shutdown manager" in caplog.text
     assert m.admit(_pod("new"), []).admit and m.errors() == ()
+
+
+async def test_a_lost_bus_is_reconnected_and_the_lock_taken_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = await LogindDouble(tmp_path).start()
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", first.address)
+    pods = Pods()
+    pods._conf_dir = first.conf_dir
+    m = pods.manager(KubeletConfig(shutdown_grace_period=3.0))
+    task = asyncio.create_task(m.run())
+    second: LogindDouble | None = None
+    try:
+        await first.wait_held()
+        await first.stop()  # the bus goes away (dbus-daemon restarted, as on a package upgrade)
+        second = await LogindDouble(tmp_path).start()
+        # upstream retries every second
+        held = await second.wait_held(timeout=10)
+        assert [i.who for i in held] == ["kubelet"]
+        assert await second.shutdown() < 2.0 and m.shutting_down
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        if second is not None:
+            await second.stop()
+
+
+async def test_a_delay_logind_does_not_take_leaves_the_manager_off_with_upstreams_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    double = await LogindDouble(tmp_path, rereads_config=False).start()
+    monkeypatch.setenv("DBUS_SYSTEM_BUS_ADDRESS", double.address)
+    pods = Pods()
+    pods._conf_dir = double.conf_dir
+    m = pods.manager(KubeletConfig(shutdown_grace_period=20.0))
+    try:
+        with caplog.at_level(logging.ERROR, logger="minikubelet.nodeshutdown"):
+            await asyncio.wait_for(m.run(), 10)  # five polls, 100 ms doubling: about 3 s
+        errors = [getattr(r, "kv", {}).get("err") for r in caplog.records
+                  if r.getMessage() == "Failed to start node shutdown manager"]
+        assert errors == ["node shutdown manager was timed out after 5 attempts waiting for logind InhibitDelayMaxSec "
+                          "to update to 20s (ShutdownGracePeriod), current value is 5s"]
+        assert not double.held()  # no lock taken: logind would not honour it long enough
+    finally:
+        await double.stop()

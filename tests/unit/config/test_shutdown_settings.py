@@ -58,3 +58,15 @@ def test_invalid_settings_are_refused_with_upstreams_message(tmp_path: Path, bod
     with pytest.raises(ConfigError) as err:
         _load(tmp_path, body)
     assert message in str(err.value)
+
+
+def test_configz_serves_them_as_upstream(tmp_path: Path) -> None:
+    from minikubelet.config.configz import served_config
+
+    served = served_config(KubeletConfig())["kubeletconfig"]
+    # as the recorded real kubelet's /configz (kubelet-api/proxy-configz): durations always, the list omitted when empty
+    assert (served["shutdownGracePeriod"], served["shutdownGracePeriodCriticalPods"]) == ("0s", "0s")
+    assert "shutdownGracePeriodByPodPriority" not in served
+    config = _load(tmp_path, "shutdownGracePeriodByPodPriority: [{priority: 0, shutdownGracePeriodSeconds: 30}]\n")
+    assert served_config(config)["kubeletconfig"]["shutdownGracePeriodByPodPriority"] == [
+        {"priority": 0, "shutdownGracePeriodSeconds": 30}]
