@@ -45,6 +45,10 @@ KillPod = Callable[[Pod, int, PodStatusFn], asyncio.Event]
 """Kill a pod with a grace and a terminal status; the event is set once nothing of it runs."""
 
 
+def _err(e: BaseException) -> str:
+    return str(e) or type(e).__name__
+
+
 async def _set_when_done(kills: Sequence[asyncio.Future[None]], done: asyncio.Event) -> None:
     await asyncio.gather(*kills, return_exceptions=True)
     done.set()
@@ -86,26 +90,29 @@ class NodeShutdownManager:
             "shutdownGracePeriodByPodPriority": [(p.priority, p.grace_seconds) for p in self.periods]}})
         try:
             events = await self._start()
-        except (OSError, LogindError, ValueError) as e:
+        except Exception as e:  # any failure of the bus or logind: never the agent's
             # as upstream: not critical for the kubelet, which goes on without it
-            log.error("Failed to start node shutdown manager", extra={"kv": {"err": str(e) or type(e).__name__}})
+            log.error("Failed to start node shutdown manager", extra={"kv": {"err": _err(e)}})
             self._close()
             return
         while True:
             try:
                 await self._watch(events)
+            except Exception as e:
+                log.error("watching the node for shutdown events failed", extra={"kv": {"err": _err(e)}})
             finally:
                 self._close()
-            while True:
-                await self.clock.sleep(DBUS_RECONNECT_PERIOD)
-                log.info("Restarting watch for node shutdown events")
-                try:
-                    events = await self._start()
-                    break
-                except (OSError, LogindError, ValueError) as e:
-                    log.error("Unable to watch the node for shutdown events",
-                              extra={"kv": {"err": str(e) or type(e).__name__}})
-                    self._close()
+            events = await self._restart()
+
+    async def _restart(self) -> asyncio.Queue[bool]:
+        while True:
+            await self.clock.sleep(DBUS_RECONNECT_PERIOD)
+            log.info("Restarting watch for node shutdown events")
+            try:
+                return await self._start()
+            except Exception as e:
+                log.error("Unable to watch the node for shutdown events", extra={"kv": {"err": _err(e)}})
+                self._close()
 
     async def _start(self) -> asyncio.Queue[bool]:
         self.logind = logind = await self.connect()
