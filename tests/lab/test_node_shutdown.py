@@ -114,7 +114,9 @@ async def test_poweroff_gives_pods_their_grace(lab: Lab) -> None:
     await wait_for(f"{guest.name} Ready after the boot", rebooted, 420, interval=5)
     for name in ("sd-regular", "sd-critical"):
         status = (await admin.get("pods", name, "default"))["status"]
-        assert (status["phase"], status.get("reason"), status.get("message")) == (
-            "Failed", "Terminated", SHUTDOWN_MESSAGE), status
+        if (status["phase"], status.get("reason"), status.get("message")) != ("Failed", "Terminated", SHUTDOWN_MESSAGE):
+            # what the agent did in the boot that powered off (the journal is persistent on the guest)
+            before = (await guest.run("journalctl -b -1 -u minikubelet --no-pager -o cat | tail -120")).out
+            raise AssertionError(f"{name}: {status}\n--- agent journal of the previous boot ---\n{before}")
         assert any(c["type"] == "DisruptionTarget" and c["status"] == "True"
                    and c.get("reason") == "TerminationByKubelet" for c in status["conditions"])
