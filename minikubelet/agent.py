@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from cri.runtime import Runtime
 from cri.streaming import StreamingRuntime
 from cri.timeouts import RequestTimeoutRuntime
 from minikubelet import KUBERNETES_VERSION, __version__
+from minikubelet.base import podview
 from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
@@ -203,7 +205,11 @@ class Agent:
         conf_dir = os.environ.get("MKL_LOGIND_CONF_DIR") or LOGIND_CONF_DIR
         return NodeShutdownManager(
             periods, self.clock, self._shutdown_pods, self._kill_for_shutdown, self.recorder.node_event,
-            self.recorder.pod_event, self._sync_node_status_now, lambda: Logind.connect(conf_dir))
+            self.recorder.pod_event, self._sync_node_status_now, lambda: Logind.connect(conf_dir),
+            self._statuses_written)
+
+    def _statuses_written(self, pods: Sequence[Pod]) -> bool:
+        return self.status_sync is None or all(self.status_sync.written(podview.uid(p)) for p in pods)
 
     def _shutdown_pods(self) -> list[Pod]:
         """Pods not yet terminated (upstream GetActivePods, as the shutdown manager sees them)."""

@@ -40,6 +40,7 @@ DBUS_RECONNECT_PERIOD = 1.0
 RELOAD_POLL_FIRST = 0.1
 RELOAD_POLL_STEPS = 5
 KILL_TIMEOUT_MIN = 10
+STATUS_POLL = 0.1
 
 KillPod = Callable[[Pod, int, PodStatusFn], asyncio.Event]
 """Kill a pod with a grace and a terminal status; the event is set once nothing of it runs."""
@@ -58,7 +59,8 @@ class NodeShutdownManager:
     def __init__(self, periods: Sequence[ShutdownGracePeriodByPodPriority], clock: Clock,
                  active_pods: Callable[[], list[Pod]], kill_pod: KillPod,
                  node_event: Callable[[str, str, str], None], pod_event: Callable[[Pod, str, str, str], None],
-                 sync_node_status: Callable[[], None], connect: Callable[[], Awaitable[Logind]]) -> None:
+                 sync_node_status: Callable[[], None], connect: Callable[[], Awaitable[Logind]],
+                 statuses_written: Callable[[Sequence[Pod]], bool] = lambda _pods: True) -> None:
         self.periods = list(periods)
         self.clock = clock
         self.active_pods = active_pods
@@ -67,6 +69,7 @@ class NodeShutdownManager:
         self.pod_event = pod_event
         self.sync_node_status = sync_node_status
         self.connect = connect
+        self.statuses_written = statuses_written
         self.shutting_down = False
         self.logind: Logind | None = None
         self.lock: int | None = None
@@ -194,8 +197,17 @@ class NodeShutdownManager:
     # --- the shutdown itself -----------------------------------------------------------------
     async def process_shutdown(self) -> None:
         log.info("Shutdown manager processing shutdown event")
+        started = self.clock.monotonic()
         try:
-            await self.kill_pods(self.active_pods())
+            pods = self.active_pods()
+            await self.kill_pods(pods)
+            # The machine goes down soon after the lock is released: give the pods' final statuses what is left
+            # of the grace to reach the API server, or they would run again after the boot.
+            deadline = started + period_requested(self.periods)
+            while not self.statuses_written(pods) and self.clock.monotonic() < deadline:
+                await self.clock.sleep(STATUS_POLL)
+            if not self.statuses_written(pods):
+                log.warning("pod statuses not all written to the API server before the shutdown")
         finally:
             self._release_lock()
             log.info("Shutdown manager completed processing shutdown event, node will shutdown shortly")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from minikubelet.base.clock import FakeClock
@@ -40,13 +41,14 @@ class Kills:
             self.tasks.append(asyncio.create_task(stop()))
         return done
 
-    def manager(self, periods: list[P]) -> NodeShutdownManager:
+    def manager(self, periods: list[P], pods: list[Pod] | None = None,
+                written: Callable[[Sequence[Pod]], bool] = lambda _p: True) -> NodeShutdownManager:
         async def no_bus() -> Logind:
             raise OSError("no bus in a unit test")
 
-        return NodeShutdownManager(periods, self.clock, list, self.kill, lambda _t, _r, _m: None,
+        return NodeShutdownManager(periods, self.clock, lambda: list(pods or []), self.kill, lambda _t, _r, _m: None,
                                    lambda p, _t, r, _m: self.pod_events.append((p["metadata"]["name"], r)),
-                                   lambda: None, no_bus)
+                                   lambda: None, no_bus, written)
 
 
 async def _settle() -> None:
@@ -103,3 +105,31 @@ async def test_admission_and_ready_follow_the_shutdown_state() -> None:
     assert (result.admit, result.reason, result.message) == (False, "NodeShutdown",
                                                             "Pod was rejected as the node is shutting down.")
     assert m.errors() == ("node is shutting down",)
+
+
+async def test_the_lock_waits_for_the_statuses_to_reach_the_api_within_the_grace() -> None:
+    clock = FakeClock()
+    kills = Kills(clock, {"web": 1})
+    written = {"web": False}
+    m = kills.manager([P(0, 20), P(SYSTEM_CRITICAL_PRIORITY, 10)], [_pod("web")],
+                      lambda pods: all(written[p["metadata"]["name"]] for p in pods))
+    job = asyncio.create_task(m.process_shutdown())
+    await _settle()
+    await _advance(clock, 3)
+    assert not m.processed.is_set()  # the pod stopped at 1 s, its status is not in the API yet
+    written["web"] = True
+    await _advance(clock, 0.2)
+    assert m.processed.is_set() and job.done()
+    await asyncio.gather(*kills.tasks)
+
+    # never written: released anyway once the whole grace (30 s) is used up
+    clock2 = FakeClock()
+    kills2 = Kills(clock2, {"web": 1})
+    m2 = kills2.manager([P(0, 20), P(SYSTEM_CRITICAL_PRIORITY, 10)], [_pod("web")], lambda _pods: False)
+    job2 = asyncio.create_task(m2.process_shutdown())
+    await _settle()
+    await _advance(clock2, 29.5)
+    assert not m2.processed.is_set()
+    await _advance(clock2, 0.7)
+    assert m2.processed.is_set() and job2.done()
+    await asyncio.gather(*kills2.tasks)
