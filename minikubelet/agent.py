@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +27,7 @@ from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
-from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
+from minikubelet.config.kubelet_config import KubeletConfig, feature_enabled, not_implemented_warnings
 from minikubelet.events import (
     CGROUP_V1,
     CGROUP_V1_MESSAGE,
@@ -94,6 +95,7 @@ if TYPE_CHECKING:
     from minikubelet.network.pod_network import PodNetwork
     from minikubelet.node.join import NodeJoin
     from minikubelet.node.lister import NodeLister
+    from minikubelet.nodeshutdown.manager import NodeShutdownManager
     from minikubelet.pod.mirror import MirrorPods, StaticPod
     from minikubelet.sources.apiserver import ApiserverPodSource
     from minikubelet.status.api_sync import PodStatusSync
@@ -168,8 +170,10 @@ class Agent:
             self._image_fs, self.recorder.node_event)
         self.eviction = self._eviction_manager()
         # upstream adds the eviction manager's admit handler before the others
-        self.manager = PodManager(self.workers, self.statuses, [self.eviction, *admit_handlers(config, admit)],
-                                  self.clock, self.recorder)
+        self.shutdown = self._node_shutdown()
+        self.manager = PodManager(self.workers, self.statuses, [
+            self.eviction, *admit_handlers(config, admit), *([self.shutdown] if self.shutdown is not None else [])],
+            self.clock, self.recorder)
         self.pod_config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, self.clock, self.metrics, self.workers.wake)
         parser = ProcessParser()  # one parser process for both sources
@@ -269,6 +273,43 @@ class Agent:
         for t in self.eviction.settings.thresholds:
             if t.signal == ALLOCATABLE_MEMORY_AVAILABLE:
                 self.eviction.notifiers.append(ThresholdNotifier(path, t, self.eviction.notify))
+
+    def _node_shutdown(self) -> NodeShutdownManager | None:
+        """The graceful node shutdown manager; None when off (the gate, or no grace configured: the default)."""
+        from minikubelet.nodeshutdown.groups import shutdown_periods
+        from minikubelet.nodeshutdown.logind import LOGIND_CONF_DIR, Logind
+        from minikubelet.nodeshutdown.manager import NodeShutdownManager
+
+        cfg = self.config
+        periods = shutdown_periods(cfg, feature_enabled(cfg, "GracefulNodeShutdownBasedOnPodPriority"))
+        if not feature_enabled(cfg, "GracefulNodeShutdown") or not periods:
+            return None
+        # MKL_LOGIND_CONF_DIR: where the InhibitDelayMaxSec drop-in goes when logind is a test's double
+        conf_dir = os.environ.get("MKL_LOGIND_CONF_DIR") or LOGIND_CONF_DIR
+        return NodeShutdownManager(
+            periods, self.clock, self._shutdown_pods, self._kill_for_shutdown, self.recorder.node_event,
+            self.recorder.pod_event, self._sync_node_status_now, lambda: Logind.connect(conf_dir),
+            self._statuses_written)
+
+    def _statuses_written(self, pods: Sequence[Pod]) -> bool:
+        return self.status_sync is None or all(self.status_sync.written(podview.uid(p)) for p in pods)
+
+    def _shutdown_pods(self) -> list[Pod]:
+        """Pods not yet terminated (upstream GetActivePods, as the shutdown manager sees them)."""
+        return [w.pod for uid in self.workers.uids()
+                if (w := self.workers.get(uid)) is not None and w.lifecycle is not PodLifecycle.TERMINATED]
+
+    def _kill_for_shutdown(self, pod: Pod, grace: int, status_fn: PodStatusFn) -> asyncio.Event:
+        done = asyncio.Event()
+        self.workers.update_pod(pod, kill=KillPodOptions(grace_override=grace, status_fn=status_fn, completed=done))
+        return done
+
+    def _sync_node_status_now(self) -> None:
+        if self.join is None or self.join.status is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.join.status.sync(), name="node-status-shutdown")
+        self._refetches.add(task)
+        task.add_done_callback(self._refetches.discard)
 
     def _admission_node(self) -> Node:
         """Joined: the Node as the API server has it (labels and taints changed later included, the
@@ -477,7 +518,8 @@ class Agent:
             kubelet_version=KUBERNETES_VERSION, images=images,
             kubelet_port=self.config.port if self.config.port > 0 else KUBELET_PORT,
             declared_features=declared_features(self.config.feature_gates),
-            runtime_errors=self.runtime_errors() + condition_errs,
+            runtime_errors=(*self.runtime_errors(), *condition_errs,
+                            *(self.shutdown.errors() if self.shutdown is not None else ())),
             network_errors=self.pod_network.errors() if self.pod_network is not None else (),
             memory_pressure=self.eviction.memory_pressure, disk_pressure=self.eviction.disk_pressure,
             pid_pressure=self.eviction.pid_pressure,
@@ -623,6 +665,7 @@ class Agent:
                     *([tg.create_task(self.services.run(), name="services")] if self.services else []),
                     *([tg.create_task(self.status_sync.run(), name="pod-status-sync")] if self.status_sync else []),
                     *([tg.create_task(self.mirrors.run(), name="mirror-pods")] if self.mirrors else []),
+                    *([tg.create_task(self.shutdown.run(), name="node-shutdown")] if self.shutdown else []),
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")

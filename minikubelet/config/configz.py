@@ -36,6 +36,9 @@ def served_config(cfg: kc.KubeletConfig) -> Json:
                                                                "cacheUnauthorizedTTL": "30s"}}
         elif is_duration:
             out[name] = go_duration(float(value))
+        elif attr == "shutdown_grace_period_by_pod_priority":
+            if value:
+                out[name] = [{"priority": p.priority, "shutdownGracePeriodSeconds": p.grace_seconds} for p in value]
         elif name in _NOT_UPSTREAM or (value in ("", (), {}) and name not in _KEEP_EMPTY):
             continue
         elif name in _OMIT_ZERO and not value:

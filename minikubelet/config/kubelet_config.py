@@ -14,6 +14,7 @@ from typing import Any
 from minikubelet.api.names import label_value_errors, qualified_name_errors
 from minikubelet.api.sysctls import check_allowlist_pattern
 from minikubelet.base.bounded_reader import NotRegular, TooLarge, YAMLLoadError, load_yaml, read_regular_file
+from minikubelet.base.durations import go_duration
 from minikubelet.base.quantity import QuantityError, parse_quantity
 from minikubelet.config.tls_names import CIPHER_SUITES, TLS_VERSIONS
 
@@ -107,6 +108,17 @@ class KubeletConfig:
     image_gc_low_threshold_percent: int = 80
     image_minimum_gc_age: float = 120.0
     image_maximum_gc_age: float = 0.0  # 0: no maximum
+    shutdown_grace_period: float = 0.0
+    shutdown_grace_period_critical_pods: float = 0.0
+    shutdown_grace_period_by_pod_priority: tuple[ShutdownGracePeriodByPodPriority, ...] = ()
+
+
+@dataclass(frozen=True)
+class ShutdownGracePeriodByPodPriority:
+    """One `shutdownGracePeriodByPodPriority` entry: pods of at least `priority` get `grace_seconds`."""
+
+    priority: int
+    grace_seconds: int
 
 
 @dataclass(frozen=True)
@@ -598,6 +610,22 @@ def _authorization(value: object) -> str:
     return str(_one_of("AlwaysAllow", "Webhook")(value.get("mode", "Webhook")))
 
 
+def _shutdown_grace_by_priority(value: object) -> tuple[ShutdownGracePeriodByPodPriority, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of {{priority, shutdownGracePeriodSeconds}}, got {value!r}")
+    out = []
+    for item in value:
+        if not isinstance(item, dict):
+            raise ValueError(f"must be a list of {{priority, shutdownGracePeriodSeconds}}, got {item!r}")
+        priority, seconds = item.get("priority", 0), item.get("shutdownGracePeriodSeconds", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int) or not -2**31 <= priority <= _INT32_MAX:
+            raise ValueError(f"priority must be a 32-bit integer, got {priority!r}")
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or not -2**63 <= seconds < 2**63:
+            raise ValueError(f"shutdownGracePeriodSeconds must be an integer, got {seconds!r}")
+        out.append(ShutdownGracePeriodByPodPriority(priority, seconds))
+    return tuple(out)
+
+
 _FIELDS = (
     _Field("static_pod_path", "staticPodPath", "--pod-manifest-path", _optional_absolute_path, "Directory of static pod manifests (staticPodPath)."),
     _Field("file_check_frequency", "fileCheckFrequency", "--file-check-frequency", _positive_duration, "Re-list period of the static pod directory (e.g. 20s)."),
@@ -678,6 +706,10 @@ _FIELDS = (
     _Field("image_gc_low_threshold_percent", "imageGCLowThresholdPercent", None, _int_between(0, 100)),
     _Field("image_minimum_gc_age", "imageMinimumGCAge", None, _non_negative_duration),
     _Field("image_maximum_gc_age", "imageMaximumGCAge", None, _non_negative_duration),
+    _Field("shutdown_grace_period", "shutdownGracePeriod", None, _duration),
+    _Field("shutdown_grace_period_critical_pods", "shutdownGracePeriodCriticalPods", None, _duration),
+    _Field("shutdown_grace_period_by_pod_priority", "shutdownGracePeriodByPodPriority", None,
+           _shutdown_grace_by_priority),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
@@ -776,6 +808,7 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
         values[attr] = _parse_field(f, raw, label)
     config = replace(KubeletConfig(), **values)  # type: ignore[arg-type]
     _check_gc_and_eviction(config)
+    _validate_shutdown(config)
     return config, warnings
 
 
@@ -795,11 +828,48 @@ def _check_gc_and_eviction(config: KubeletConfig) -> None:
             raise ConfigError(f"evictionSoft: grace period must be specified for the soft eviction threshold {signal}")
 
 
+def feature_enabled(config: KubeletConfig, gate: str) -> bool:
+    """A gate the agent honours, at its 1.36 default unless `featureGates` sets it."""
+    return config.feature_gates.get(gate, _GATE_DEFAULTS[gate])
+
+
+def _validate_shutdown(config: KubeletConfig) -> None:
+    """Upstream's cross-field checks of the graceful node shutdown settings (apis/config/validation)."""
+    errors = []
+    period, critical = config.shutdown_grace_period, config.shutdown_grace_period_critical_pods
+    if feature_enabled(config, "GracefulNodeShutdown"):
+        if critical > period:
+            errors.append(f"invalid configuration: shutdownGracePeriodCriticalPods {go_duration(critical)} must be "
+                          f"<= shutdownGracePeriod {go_duration(period)}")
+        if period < 0 or 0 < period < 1:
+            errors.append(f"invalid configuration: shutdownGracePeriod {go_duration(period)} must be either zero "
+                          "or otherwise >= 1 sec")
+        if critical < 0 or 0 < critical < 1:
+            errors.append(f"invalid configuration: shutdownGracePeriodCriticalPods {go_duration(critical)} must be "
+                          "either zero or otherwise >= 1 sec")
+    elif period > 0 or critical > 0:
+        errors.append("invalid configuration: specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods "
+                      "requires feature gate GracefulNodeShutdown")
+    by_priority = config.shutdown_grace_period_by_pod_priority
+    if feature_enabled(config, "GracefulNodeShutdownBasedOnPodPriority"):
+        if by_priority and (period > 0 or critical > 0):
+            errors.append("invalid configuration: Cannot specify both shutdownGracePeriodByPodPriority and "
+                          "shutdownGracePeriod at the same time")
+    elif by_priority:
+        errors.append("invalid configuration: Specifying shutdownGracePeriodByPodPriority requires feature gate "
+                      "GracefulNodeShutdownBasedOnPodPriority")
+    if errors:
+        raise ConfigError("; ".join(errors))
+
+
 # Settings accepted and validated but not acted on yet (docs/configuration.md): start-up warns once for
 # each one that is not at its default, so a setting never silently does nothing.
 _NOT_IMPLEMENTED: tuple[str, ...] = ()
 # The feature gates the agent reads; every other gate is accepted and has no effect.
-HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators", "ExtendWebSocketsToKubelet"})
+HONOURED_FEATURE_GATES = frozenset({"TaintTolerationComparisonOperators", "ExtendWebSocketsToKubelet",
+                                    "GracefulNodeShutdown", "GracefulNodeShutdownBasedOnPodPriority"})
+# 1.36 defaults of the gates read through feature_enabled().
+_GATE_DEFAULTS = {"GracefulNodeShutdown": True, "GracefulNodeShutdownBasedOnPodPriority": True}
 
 
 def not_implemented_warnings(config: KubeletConfig) -> list[str]:

@@ -138,6 +138,10 @@ class PodStatusSync:
             for uid in sorted(uids):
                 await self.sync_pod(uid)
 
+    def written(self, uid: str) -> bool:
+        """The API server has the pod's latest status, terminal phase included once nothing of it runs."""
+        return not self.needs_update(uid) and uid not in self._dirty and uid not in self._awaiting_worker
+
     def needs_update(self, uid: str) -> bool:
         entry = self.statuses.get(uid)
         if entry is None:

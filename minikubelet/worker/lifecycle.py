@@ -7,6 +7,7 @@ with `KillPodOptions`: an optional shorter grace and an optional function that w
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,10 +25,12 @@ class PodLifecycle(enum.Enum):
 
 @dataclass(frozen=True)
 class KillPodOptions:
-    """How to kill a pod: `grace_override` shortens the pod's own grace; `status_fn` sets the terminal status."""
+    """How to kill a pod: `grace_override` shortens the pod's own grace; `status_fn` sets the terminal status;
+    `completed` is set once nothing of the pod runs any more (upstream's CompletedCh)."""
 
     grace_override: int | None = None
     status_fn: PodStatusFn | None = None
+    completed: asyncio.Event | None = None
 
 
 def terminal_status_fn(phase: str, reason: str, message: str) -> PodStatusFn:

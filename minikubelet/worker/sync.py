@@ -309,6 +309,10 @@ class PodSyncer:
         if self._probes is not None:
             self._probes.stop_liveness_and_startup(uid)
         state = await self.observe(uid)
+        if status_fn is not None:
+            # as upstream: the reason for the kill (eviction, node shutdown) is reported before the containers
+            # stop, so it reaches the API even if the node goes down before the end of the grace
+            await self.publish(view, state, st, terminal=True, status_fn=status_fn)
         await self.kill_pod(view, state, grace)
         state = await self.observe(uid)
         await self.publish(view, state, st, terminal=True, status_fn=status_fn)

@@ -48,6 +48,7 @@ class PodWorker:
         self.st = PodSyncState(first_seen=-1.0 if adopted else clock.monotonic())
         self.task: asyncio.Task[None] | None = None
         self._sync_task: asyncio.Future[KillPodOptions | None] | None = None
+        self._completed: list[asyncio.Event] = []  # set once the termination is done
 
     # --- signals from outside -------------------------------------------------------------
     def wake(self) -> None:
@@ -72,6 +73,11 @@ class PodWorker:
                                              previous=self._grace or 0)
         if self._kill is None or (opts.status_fn is not None and self._kill.status_fn is None):
             self._kill = opts
+        if opts.completed is not None:
+            if self.lifecycle is PodLifecycle.TERMINATED:
+                opts.completed.set()
+            else:
+                self._completed.append(opts.completed)
         if self._sync_task is not None and not self._sync_task.done():
             self._sync_task.cancel()
         self.wake()
@@ -127,6 +133,9 @@ class PodWorker:
             assert self._kill is not None and self._grace is not None
             await self._syncer.sync_terminating_pod(self.view, self.st, self._grace, self._kill.status_fn)
             self.lifecycle = PodLifecycle.TERMINATED
+            for done in self._completed:
+                done.set()
+            self._completed.clear()
             if not self._removed:
                 return False
         if self._removed:

@@ -1,0 +1,122 @@
+"""Issue 17 item 3 in the VM lab: graceful node shutdown against the real systemd-logind.
+
+`systemctl poweroff` of a joined guest whose pods write a marker in their preStop hook: the agent holds a logind
+delay inhibitor (logind's InhibitDelayMaxSec raised through its drop-in), stops the regular pod before the
+critical one, releases the lock, and the machine powers off; after the guest boots again the markers are on its
+disk and the API shows the pods Failed/Terminated. Runs after test_lab.py on the same lab (guest lab-1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.integration.agent_env import BUSYBOX
+from tests.lab import provision
+from tests.lab.conftest import Lab
+from tests.lab.guest import Guest
+from tests.lab.test_lab import agent_journal, condition, ready_node, running_pod, wait_for
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+MARKERS = "/var/lib/mkl-shutdown-markers"
+SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
+GRACE, CRITICAL_GRACE = 30, 10
+MAIN = "trap 'exit 143' TERM; while true; do sleep 1; done"
+
+
+def marker_pod(name: str, node: str, pre_stop: str, **spec: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 30,
+                     "volumes": [{"name": "m", "hostPath": {"path": MARKERS, "type": "DirectoryOrCreate"}}],
+                     "containers": [{"name": "main", "image": BUSYBOX, "command": ["sh", "-c", MAIN],
+                                     "volumeMounts": [{"name": "m", "mountPath": "/m"}],
+                                     "lifecycle": {"preStop": {"exec": {"command": ["sh", "-c", pre_stop]}}}}],
+                     **spec}}
+
+
+async def sh(guest: Guest, command: str) -> str:
+    """`guest.sh`, again when ssh itself failed (exit 255: no connection within its timeout on a loaded host)."""
+    for _ in range(5):
+        r = await guest.run(command)
+        if r.rc != 255:
+            break
+        await asyncio.sleep(3)
+    assert r.rc == 0, f"{guest.name}: {command!r} exited {r.rc}:\n{r.out[-3000:]}"
+    return r.out
+
+
+async def kubelet_lock(guest: Guest) -> str | None:
+    out = (await guest.run("systemd-inhibit --list --no-pager --no-legend")).out
+    line = next((ln for ln in out.splitlines() if ln.split()[:1] == ["kubelet"]), None)
+    return line
+
+
+async def test_poweroff_gives_pods_their_grace(lab: Lab) -> None:
+    guest = lab.guests[0]
+    admin = lab.api.admin()
+    config = {**provision.kubelet_config(), "shutdownGracePeriod": f"{GRACE}s",
+              "shutdownGracePeriodCriticalPods": f"{CRITICAL_GRACE}s"}
+    await guest.put(provision.CONFIG, yaml.safe_dump(config).encode())
+    await guest.sh(f"rm -rf {MARKERS} && systemctl restart minikubelet", timeout=300)
+    await wait_for(f"node {guest.name} Ready", functools.partial(ready_node, admin, guest.name), 180)
+
+    # the real logind: the kubelet's delay lock, and the delay raised from logind's default 5 s to 30 s
+    try:
+        lock = await wait_for("the kubelet's inhibitor lock", functools.partial(kubelet_lock, guest), 60)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- agent journal ---\n{await agent_journal(guest)}") from None
+    assert "shutdown" in lock and "delay" in lock and "Kubelet needs time to handle node shutdown" in lock
+    assert (await sh(guest, "cat /etc/systemd/logind.conf.d/99-kubelet.conf")) == (
+        f"# Kubelet logind override\n[Login]\nInhibitDelayMaxSec={GRACE}\n")
+    delay = await sh(guest, "busctl get-property org.freedesktop.login1 /org/freedesktop/login1 "
+                           "org.freedesktop.login1.Manager InhibitDelayMaxUSec")
+    assert delay.split() == ["t", str(GRACE * 1_000_000)]
+
+    await admin.create(marker_pod("sd-regular", guest.name, "sleep 2; echo stopped > /m/regular"))
+    await admin.create(marker_pod(
+        "sd-critical", guest.name, "if [ -e /m/regular ]; then echo after-regular; else echo early; fi > /m/critical",
+        priorityClassName="system-node-critical", priority=2000001000))
+    for name in ("sd-regular", "sd-critical"):
+        await running_pod(lab, guest, name)
+    boot_id = (await admin.get("nodes", guest.name))["status"]["nodeInfo"]["bootID"]
+
+    t0 = time.monotonic()
+    await guest.run("systemctl poweroff", timeout=30)
+    seen_not_ready = ""
+    while guest.qemu_pid() is not None:
+        assert time.monotonic() - t0 < 300, f"{guest.name} still up 300 s after poweroff:\n{guest.console_tail()}"
+        node = await admin.get("nodes", guest.name)
+        ready: dict[str, Any] = next((c for c in node["status"]["conditions"] if c["type"] == "Ready"), {})
+        if ready.get("status") == "False":
+            seen_not_ready = ready.get("message", "")
+        await asyncio.sleep(1)
+    powered_off_after = time.monotonic() - t0
+    # the node said why it went NotReady before it was gone
+    assert seen_not_ready == "node is shutting down"
+    # with a 30 s budget, the pods' ~3 s of preStop must not have cost the whole delay
+    assert powered_off_after < GRACE + 60, powered_off_after
+
+    await guest.boot()
+    await guest.wait_ssh()
+    markers = await sh(guest, f"cat {MARKERS}/regular {MARKERS}/critical")
+    assert markers == "stopped\nafter-regular\n", markers
+
+    async def rebooted() -> dict[str, Any] | None:
+        node = await admin.get("nodes", guest.name)
+        return node if node["status"]["nodeInfo"]["bootID"] != boot_id and condition(node, "Ready") == "True" else None
+
+    await wait_for(f"{guest.name} Ready after the boot", rebooted, 420, interval=5)
+    for name in ("sd-regular", "sd-critical"):
+        status = (await admin.get("pods", name, "default"))["status"]
+        if (status["phase"], status.get("reason"), status.get("message")) != ("Failed", "Terminated", SHUTDOWN_MESSAGE):
+            # what the agent did in the boot that powered off (the journal is persistent on the guest)
+            before = (await guest.run("journalctl -b -1 -u minikubelet --no-pager -o cat | tail -120")).out
+            raise AssertionError(f"{name}: {status}\n--- agent journal of the previous boot ---\n{before}")
+        assert any(c["type"] == "DisruptionTarget" and c["status"] == "True"
+                   and c.get("reason") == "TerminationByKubelet" for c in status["conditions"])
