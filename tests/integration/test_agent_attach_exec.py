@@ -18,7 +18,7 @@ import aiodocker
 import aiohttp
 import pytest
 
-from minikubelet.server.streaming.spdy import DataFrame, FrameDecoder, GoAway, GoAwayStatus, RstStatus, RstStream
+from cri.spdy import DataFrame, FrameDecoder, GoAway, GoAwayStatus, RstStatus, RstStream
 from tests import spdy_client, ws_client
 from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, container_id, free_port, simple_pod
