@@ -23,7 +23,6 @@ from cri.spdy import (
     RstStream,
     SpdyError,
     SynStream,
-    WindowUpdate,
 )
 from cri.streaming import STDERR, STDOUT
 
@@ -147,8 +146,8 @@ class SpdySession:
                         self._output.put_nowait((STDERR, data))
                     elif kind == "error":
                         self._status += data
-                    with contextlib.suppress(ConnectionError, OSError):
-                        await self._send(WindowUpdate(stream_id, len(data)))
+                # No WINDOW_UPDATE: the runtime's spdystream neither honours nor sends them, and one arriving after
+                # it stopped reading makes its close a TCP RST, which can drop the final status before we read it.
                 if fin:
                     self._stream_ended(stream_id)
             case RstStream(stream_id):

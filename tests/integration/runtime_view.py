@@ -5,7 +5,10 @@ json-file log driver) says so with `docker_only`."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 
@@ -63,6 +66,53 @@ class RuntimeView:
 
     async def containers_of(self, pod_uid: str) -> list[ContainerStatus]:
         return await self.runtime.list_containers({POD_UID_LABEL: pod_uid})
+
+
+@dataclass(frozen=True)
+class Exit:
+    container_id: str
+    exit_code: int
+    finished_at: float  # the runtime's wall-clock time of the exit
+    logs: bytes  # the container's log as it was when the exit was seen (before the agent removes it)
+
+
+class ExitWatch:
+    """The exits of some containers, as the runtime records them: their status is polled every `interval` from
+    now on, so the exit code, the runtime's own exit time and the log are caught before the agent removes the
+    container (Docker's `die` events, on any runtime)."""
+
+    def __init__(self, view: RuntimeView, *container_ids: str, interval: float = 0.05) -> None:
+        self._view = view
+        self._ids = [c.split("://", 1)[-1] for c in container_ids]
+        self._interval = interval
+        self._exits: dict[str, Exit] = {}
+        self._task = asyncio.create_task(self._poll(), name="exit-watch")
+
+    async def all(self, timeout: float) -> list[Exit]:
+        """Every watched container's exit, in the order they exited."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self._task), timeout)
+        finally:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        return sorted(self._exits.values(), key=lambda e: e.finished_at)
+
+    async def _poll(self) -> None:
+        while len(self._exits) < len(self._ids):
+            for cid in self._ids:
+                if cid in self._exits:
+                    continue
+                try:
+                    status = await self._view.status(cid)
+                except NotFoundError as exc:
+                    raise AssertionError(f"container {cid} was removed before its exit was seen") from exc
+                if status.state is ContainerState.EXITED:
+                    logs = b""
+                    with contextlib.suppress(NotFoundError):
+                        logs = await self._view.logs(cid)
+                    self._exits[cid] = Exit(cid, status.exit_code, status.finished_at, logs)
+            await asyncio.sleep(self._interval)
 
 
 async def open_view() -> RuntimeView:
