@@ -38,13 +38,14 @@ class RuntimeView:
         return f"{self.name}://"
 
     def bare(self, status_id: str) -> str:
-        """A status containerID without its runtime prefix."""
+        """A container id without its runtime prefix (which, when there is one, must be this runtime's)."""
+        if "://" not in status_id:
+            return status_id
         assert status_id.startswith(self.prefix), f"{status_id!r} is not a {self.name} container id"
         return status_id.removeprefix(self.prefix)
 
     async def status(self, container_id: str) -> ContainerStatus:
-        return await self.runtime.container_status(self.bare(container_id) if "://" in container_id
-                                                   else container_id)
+        return await self.runtime.container_status(self.bare(container_id))
 
     async def running(self, container_id: str) -> bool:
         return (await self.status(container_id)).state is ContainerState.RUNNING
@@ -57,12 +58,10 @@ class RuntimeView:
         return True
 
     async def exec(self, container_id: str, *cmd: str, timeout: float = 10.0) -> ExecResult:
-        cid = self.bare(container_id) if "://" in container_id else container_id
-        return await self.runtime.exec_sync(cid, list(cmd), timeout)
+        return await self.runtime.exec_sync(self.bare(container_id), list(cmd), timeout)
 
     async def logs(self, container_id: str) -> bytes:
-        cid = self.bare(container_id) if "://" in container_id else container_id
-        return await self.runtime.container_logs(cid)
+        return await self.runtime.container_logs(self.bare(container_id))
 
     async def containers_of(self, pod_uid: str) -> list[ContainerStatus]:
         return await self.runtime.list_containers({POD_UID_LABEL: pod_uid})
