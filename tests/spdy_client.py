@@ -15,7 +15,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
-from minikubelet.server.streaming.spdy import (
+from cri.spdy import (
     DataFrame,
     Frame,
     FrameDecoder,

@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from minikubelet.server.streaming.spdy import (
+from cri.spdy import (
     DataFrame,
     FrameDecoder,
     FrameEncoder,

@@ -29,7 +29,7 @@ from cri.remote import convert
 from cri.remote.client import Channel, call, translate
 from cri.remote.events import DELETED, Note, container_events
 from cri.remote.log_file import read_log
-from cri.remote.streaming import ChannelSession, open_stream
+from cri.remote.streaming import SpdySession, open_stream
 from cri.remote.v1 import api_pb2 as pb
 from cri.streaming import PortForwardError
 from cri.types import (
@@ -298,18 +298,18 @@ class RemoteRuntime:
             queue.put_nowait(Note(object_id, steps, pod_uid, is_sandbox))
 
     async def exec_stream(self, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool, stderr: bool,
-                          tty: bool) -> ChannelSession:
+                          tty: bool) -> SpdySession:
         """cri.streaming.StreamingRuntime: CRI Exec, then the runtime's streaming URL."""
         resp = await call(self._channel.runtime.Exec(pb.ExecRequest(
             container_id=container_id, cmd=cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr and not tty)))
-        return await open_stream(resp.url, stdin)
+        return await open_stream(resp.url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
 
     async def attach_stream(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool,
-                            tty: bool) -> ChannelSession:
+                            tty: bool) -> SpdySession:
         """cri.streaming.AttachingRuntime: CRI Attach, then the runtime's streaming URL."""
         resp = await call(self._channel.runtime.Attach(pb.AttachRequest(
             container_id=container_id, stdin=stdin, tty=tty, stdout=stdout, stderr=stderr and not tty)))
-        return await open_stream(resp.url, stdin)
+        return await open_stream(resp.url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
 
     async def port_forward(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """cri.streaming.PortForwardRuntime: localhost:port in the sandbox's network namespace, connected from here

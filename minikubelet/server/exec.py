@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from cri.spdy import RstStatus
 from cri.streaming import STDERR, ExecSession, StreamSession
 from minikubelet.server.streaming.channel_codec import Channel, ChannelClosed, ChannelData, supports_close
 from minikubelet.server.streaming.channels import ChannelWebSocket
 from minikubelet.server.streaming.connection import SpdyConnection, SpdyStream
 from minikubelet.server.streaming.negotiation import REMOTECOMMAND_V1, REMOTECOMMAND_V2, REMOTECOMMAND_V3
-from minikubelet.server.streaming.spdy import RstStatus
 
 log = logging.getLogger("minikubelet.server.exec")
 

@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from cri import spdy
+from cri.spdy import Headers, RstStatus
 from cri.streaming import PortForwardError
-from minikubelet.server.streaming import spdy
 from minikubelet.server.streaming.channel_codec import ChannelData, PortForwardLayout
 from minikubelet.server.streaming.channels import ChannelWebSocket
 from minikubelet.server.streaming.connection import SpdyConnection, SpdyStream
-from minikubelet.server.streaming.spdy import Headers, RstStatus
 
 log = logging.getLogger("minikubelet.server.port_forward")
 

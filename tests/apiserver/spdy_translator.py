@@ -5,7 +5,7 @@ SPDY/3.1 connection to a kubelet that does not declare ExtendWebSocketsToKubelet
 size from channel 4 goes on the resize stream as one JSON line, as the SPDY executor writes it (the kubelet reads
 that stream line by line).
 
-The frames are the agent's own SPDY codec (`minikubelet.server.streaming.spdy`); this is the client half the
+The frames are the agent's own SPDY codec (`cri.spdy`); this is the client half the
 agent does not need. Windows are not enforced (spdystream does not either); the kubelet's WINDOW_UPDATEs are
 read and ignored; PINGs are echoed.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from minikubelet.server.streaming import spdy
+from cri import spdy
 
 OFFERED = ("v5.channel.k8s.io", "v4.channel.k8s.io", "v3.channel.k8s.io", "v2.channel.k8s.io", "channel.k8s.io")
 MAX_HEAD = 16 * 1024

@@ -14,21 +14,22 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import aiodocker
 import aiohttp
 import pytest
 
-from minikubelet.server.streaming.spdy import DataFrame, FrameDecoder, GoAway, GoAwayStatus, RstStatus, RstStream
+from cri.spdy import DataFrame, FrameDecoder, GoAway, GoAwayStatus, RstStatus, RstStream
 from tests import spdy_client, ws_client
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, container_id, free_port, simple_pod
+from tests.integration.runtime_view import RuntimeView
 from tests.integration.test_agent_kubelet_api import write_pki
 from tests.spdy_client import RemoteCommand, SpdyClient, UpgradeRefused
 from tests.unit.server.streaming.recorded import KUBELET_API, load
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
-docker = agent_env.docker
+runtime_view = views.runtime_view
 
 HOST = "127.0.0.1"
 
@@ -206,7 +207,7 @@ def reader_pod(name: str) -> dict[str, Any]:
                               "stdinOnce": True}], restartPolicy="Never", terminationGracePeriodSeconds=1)
 
 
-async def test_attach(tmp_path: Path, agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_attach(tmp_path: Path, agent: AgentProcess, runtime_view: RuntimeView) -> None:
     ticker = simple_pod("ticker", [{"name": "main", "command": [
         "sh", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done"]}],
         terminationGracePeriodSeconds=1)
@@ -244,8 +245,7 @@ async def test_attach(tmp_path: Path, agent: AgentProcess, docker: aiodocker.Doc
         assert all(line.startswith(b"tick ") for line in ticks.splitlines()), ticks
     ticker_pod = await agent.pod("ticker")
     assert ticker_pod is not None
-    info = await (await docker.containers.get(container_id(ticker_pod, "main"))).show()
-    assert info["State"]["Running"]
+    assert await runtime_view.running(container_id(ticker_pod, "main"))
 
 
 def _tar(name: str, payload: bytes) -> bytes:

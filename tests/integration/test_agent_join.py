@@ -72,7 +72,7 @@ async def test_agent_joins_through_tls_bootstrap(tmp_path: Path, api: ApiServer,
         assert parse_quantity(capacity["ephemeral-storage"]) == st.f_blocks * st.f_frsize
         assert parse_quantity(status["allocatable"]["memory"]) < parse_quantity(capacity["memory"])
         info = status["nodeInfo"]
-        assert info["containerRuntimeVersion"].startswith("docker://") and info["kubeletVersion"] == "v1.36.2"
+        assert info["containerRuntimeVersion"].startswith(f"{agent_env.agent_runtime()}://") and info["kubeletVersion"] == "v1.36.2"
         assert info["bootID"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         assert info["kernelVersion"] == platform.release()
         assert status["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10250}}

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
-import aiodocker
 import pytest
 
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, DieEvents, container_id, cstatus, simple_pod
+from tests.integration import runtime_view as views
+from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.runtime_view import ExitWatch, RuntimeView
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
-docker = agent_env.docker
+runtime_view = views.runtime_view
 
 
 def phase(p: dict[str, Any]) -> str:
@@ -101,29 +101,26 @@ SIDECAR_APP = simple_pod(
 )
 
 
-async def test_m06_sidecar_first_restarted_alone_stopped_last(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_m06_sidecar_first_restarted_alone_stopped_last(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     agent.put("myapp.yaml", SIDECAR_APP)
     agent.start()
     p = await agent.wait_pod("myapp", lambda p: phase(p) == "Running" and cstatus(p, "myapp")["ready"], "Running")
     side = cstatus(p, "logshipper")
     assert side["started"] and side["ready"] and cond(p, "ContainersReady")["status"] == "True"
-    side_c = await docker.containers.get(container_id(p, "logshipper"))
-    app_c = await docker.containers.get(container_id(p, "myapp"))
-    assert side_c._container["State"]["StartedAt"] < app_c._container["State"]["StartedAt"]
+    side_c = await runtime_view.status(container_id(p, "logshipper"))
+    app_c = await runtime_view.status(container_id(p, "myapp"))
+    assert side_c.started_at < app_c.started_at
     # killing the sidecar restarts only the sidecar
-    await side_c.kill(signal="SIGKILL")
+    await runtime_view.runtime.stop_container(side_c.id, timeout=0)  # SIGKILL
     p = await agent.wait_pod("myapp", lambda p: cstatus(p, "logshipper")["restartCount"] == 1
                              and state_of(p, "logshipper") == "running", "sidecar restarted")
     assert cstatus(p, "myapp")["restartCount"] == 0 and container_id(p, "myapp") == app_c.id
     assert phase(p) == "Running"
     # on delete the app container stops first, the sidecar after it
     side_id, app_id = container_id(p, "logshipper"), app_c.id
-    sub = DieEvents(docker, side_id, app_id)
+    sub = ExitWatch(runtime_view, side_id, app_id)
     (agent.manifests / "myapp.yaml").unlink()
-    order = []
-    for _ in range(2):
-        ev = await asyncio.wait_for(sub.get(), 30)
-        order.append(ev["Actor"]["ID"])
+    order = [e.container_id for e in await sub.all(30)]
     assert order == [app_id, side_id]
     await agent.wait_gone("myapp")
 
@@ -150,24 +147,25 @@ async def test_m07_job_with_sidecar_succeeds(agent: AgentProcess) -> None:
     assert again is not None and phase(again) == "Succeeded" and cstatus(again, "logshipper")["restartCount"] == 0
 
 
-async def test_m02_shell_ignoring_sigterm_is_killed_after_30s(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_m02_shell_ignoring_sigterm_is_killed_after_30s(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     agent.put("hello.yaml", simple_pod(
         "hello", [{"name": "hello", "command": ["sh", "-c", 'echo "Hello, Kubernetes!" && sleep 3600']}],
         restartPolicy="OnFailure"))
     agent.start()
     p = await agent.wait_pod("hello", lambda p: phase(p) == "Running", "Running")
     cid = container_id(p, "hello")
-    assert "Hello, Kubernetes!" in "".join(await (await docker.containers.get(cid)).log(stdout=True))
-    sub = DieEvents(docker, cid)
-    t0 = time.monotonic()
+    assert b"Hello, Kubernetes!" in await runtime_view.logs(cid)
+    sub = ExitWatch(runtime_view, cid)
+    t0 = time.time()  # the runtime's exit time is wall-clock
     (agent.manifests / "hello.yaml").unlink()
-    ev = await asyncio.wait_for(sub.get(), 60)
-    took = time.monotonic() - t0
-    assert ev["Actor"]["Attributes"]["exitCode"] == "137"
+    [ev] = await sub.all(60)
+    took = ev.finished_at - t0
+    assert ev.exit_code == 137
     assert 29.5 <= took <= 33, took
 
 
-async def test_m11_pod_deleted_right_after_creation_leaks_nothing(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_m11_pod_deleted_right_after_creation_leaks_nothing(agent: AgentProcess,
+                                                                 runtime_view: RuntimeView) -> None:
     agent.start()
     await agent.wait_up()
     for name in ("pod1", "pod2"):
@@ -180,8 +178,9 @@ async def test_m11_pod_deleted_right_after_creation_leaks_nothing(agent: AgentPr
         await agent.wait_gone(name, 30)
 
     async def none_left() -> bool:
-        left = await docker.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.name"]}))
-        return not [c for c in left if c._container["Labels"].get("io.kubernetes.pod.name", "").startswith("pod")]
+        names = {f"pod1-{agent.node}", f"pod2-{agent.node}"}
+        left = await runtime_view.runtime.list_containers()
+        return not [c for c in left if c.labels.get("io.kubernetes.pod.name") in names]
 
     await agent.wait_for("no leaked containers", none_left, 20)
 
@@ -242,7 +241,7 @@ async def test_config_errors_do_not_disturb_other_pods(agent: AgentProcess) -> N
     assert fine["status"]["phase"] == "Running"
 
 
-async def test_hooks_deadline_and_termination_message(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_hooks_deadline_and_termination_message(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     agent.put("hooks.yaml", simple_pod("hooks", [
         {"name": "post", "command": ["sleep", "3600"],
          "lifecycle": {"postStart": {"exec": {"command": ["sh", "-c", "echo post-start-ran > /proc/1/fd/1"]}},
@@ -260,8 +259,8 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, docke
     agent.start()
     p = await agent.wait_pod("hooks", lambda p: state_of(p, "post") == "running"
                              and cstatus(p, "badpost")["restartCount"] >= 1, "postStart ran / failed")
-    post = await docker.containers.get(container_id(p, "post"))
-    assert "post-start-ran" in "".join(await post.log(stdout=True))
+    post = container_id(p, "post")
+    assert b"post-start-ran" in await runtime_view.logs(post)
     evs = await events_for(agent, p["metadata"]["uid"])
     assert any(e["reason"] == "FailedPostStartHook" for e in evs)
 
@@ -277,14 +276,13 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, docke
                          "message from logs", timeout=15)
 
     # preStop ran before the stop signal
-    sub = DieEvents(docker, post.id)
+    sub = ExitWatch(runtime_view, post)
     (agent.manifests / "hooks.yaml").unlink()
-    await asyncio.wait_for(sub.get(), 30)
-    logs = "".join(await post.log(stdout=True, stderr=True))
-    assert "stopping" in logs
+    [ev] = await sub.all(30)
+    assert b"stopping" in ev.logs
 
 
-async def test_prestop_overrun_gets_two_more_seconds(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_prestop_overrun_gets_two_more_seconds(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     grace = 3
     agent.put("slowstop.yaml", simple_pod("slowstop", [{
         "name": "main", "command": ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
@@ -292,12 +290,12 @@ async def test_prestop_overrun_gets_two_more_seconds(agent: AgentProcess, docker
     agent.start()
     p = await agent.wait_pod("slowstop", lambda p: phase(p) == "Running", "Running")
     cid = container_id(p, "main")
-    sub = DieEvents(docker, cid)
-    t0 = time.monotonic()
+    sub = ExitWatch(runtime_view, cid)
+    t0 = time.time()  # the runtime's exit time is wall-clock
     (agent.manifests / "slowstop.yaml").unlink()
-    ev = await asyncio.wait_for(sub.get(), 30)
-    took = time.monotonic() - t0
-    assert ev["Actor"]["Attributes"]["exitCode"] == "137"
+    [ev] = await sub.all(30)
+    took = ev.finished_at - t0
+    assert ev.exit_code == 137
     # the hook used up the 3 s grace; upstream then gives the container 2 s more once (stop signal, then SIGKILL)
     assert grace + 2 - 0.3 <= took <= grace + 2 + 2.5, took
     # upstream executePreStopHook: the hook is not stopped at the grace period; it fails when its container

@@ -13,10 +13,10 @@ import aiodocker
 import aiohttp
 import pytest
 
+from cri.spdy import RstStatus
 from minikubelet.server.streaming import channel_codec
 from minikubelet.server.streaming.channels import WebSocketTunnel
 from minikubelet.server.streaming.negotiation import PORTFORWARD_V1, Accepted
-from minikubelet.server.streaming.spdy import RstStatus
 from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, free_port, simple_pod
 from tests.integration.test_agent_kubelet_api import anonymous_ctx, write_pki

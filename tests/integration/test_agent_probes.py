@@ -5,15 +5,16 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import aiodocker
 import pytest
 
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.runtime_view import RuntimeView
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
-docker = agent_env.docker
+runtime_view = views.runtime_view
 
 GRPC_IMAGE = "minikubelet.test/grpc-health:1"
 
@@ -22,10 +23,9 @@ def cond(p: dict[str, Any], t: str) -> str:
     return str(next(c for c in p["status"]["conditions"] if c["type"] == t)["status"])
 
 
-async def docker_exec(docker: aiodocker.Docker, cid: str, cmd: list[str]) -> None:
-    c = await docker.containers.get(cid)
-    ex = await c.exec(cmd)
-    await ex.start(detach=True)
+async def run_in(view: RuntimeView, cid: str, cmd: list[str]) -> None:
+    result = await view.exec(cid, *cmd)
+    assert result.exit_code == 0, result
 
 
 async def test_liveness_failure_restarts_container(agent: AgentProcess) -> None:
@@ -61,7 +61,7 @@ async def test_startup_probe_protects_slow_starter(agent: AgentProcess) -> None:
     assert cstatus(p, "app")["restartCount"] == 0
 
 
-async def test_readiness_flips_ready_both_ways(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_readiness_flips_ready_both_ways(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     agent.put("ready.yaml", simple_pod("ready", [{
         "name": "web", "command": ["sh", "-c", "mkdir -p /www; echo ok > /www/healthz; exec httpd -f -p 8080 -h /www"],
         "ports": [{"name": "http", "containerPort": 8080}],
@@ -70,10 +70,10 @@ async def test_readiness_flips_ready_both_ways(agent: AgentProcess, docker: aiod
     agent.start()
     p = await agent.wait_pod("ready", lambda p: cond(p, "Ready") == "True", "Ready", 30)
     cid = container_id(p, "web")
-    await docker_exec(docker, cid, ["rm", "/www/healthz"])
+    await run_in(runtime_view, cid, ["rm", "/www/healthz"])
     p = await agent.wait_pod("ready", lambda p: cond(p, "Ready") == "False", "not Ready", 15)
     assert cond(p, "ContainersReady") == "False" and not cstatus(p, "web")["ready"]
-    await docker_exec(docker, cid, ["sh", "-c", "echo ok > /www/healthz"])
+    await run_in(runtime_view, cid, ["sh", "-c", "echo ok > /www/healthz"])
     p = await agent.wait_pod("ready", lambda p: cond(p, "Ready") == "True", "Ready again", 15)
     assert cstatus(p, "web")["restartCount"] == 0 and container_id(p, "web") == cid
 
@@ -98,7 +98,7 @@ async def test_hanging_exec_probe_does_not_stall_others(agent: AgentProcess) -> 
     assert closed is not None and not cstatus(closed, "tcp")["ready"]
 
 
-async def test_grpc_probe(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_grpc_probe(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     agent.put("grpc.yaml", simple_pod("grpc", [{
         "name": "srv", "image": GRPC_IMAGE, "env": [{"name": "PORT", "value": "7777"}],
         "readinessProbe": {"grpc": {"port": 7777}, "periodSeconds": 1, "failureThreshold": 1}}],
@@ -106,7 +106,7 @@ async def test_grpc_probe(agent: AgentProcess, docker: aiodocker.Docker) -> None
     agent.start()
     p = await agent.wait_pod("grpc", lambda p: p["status"].get("phase") == "Running", "Running", 30)
     assert not cstatus(p, "srv")["ready"]  # NOT_SERVING until /tmp/healthy exists
-    await docker_exec(docker, container_id(p, "srv"), ["/usr/bin/python3", "-c", "open('/tmp/healthy', 'w')"])
+    await run_in(runtime_view, container_id(p, "srv"), ["/usr/bin/python3", "-c", "open('/tmp/healthy', 'w')"])
     await agent.wait_pod("grpc", lambda p: cstatus(p, "srv")["ready"], "SERVING -> ready", 15)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from typing import Any
 
@@ -12,10 +10,13 @@ import aiohttp
 import pytest
 
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, DieEvents, container_id, cstatus, simple_pod
+from tests.integration import runtime_view as views
+from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.runtime_view import ExitWatch, RuntimeView
 
 agent = agent_env.agent
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +37,8 @@ def running(p: dict[str, Any]) -> bool:
     )
 
 
-async def test_pod_runs_with_shared_network_namespace(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_pod_runs_with_shared_network_namespace(agent: AgentProcess, docker: aiodocker.Docker,
+                                                      runtime_view: RuntimeView) -> None:
     agent.put("web.yaml", simple_pod("web", [dict(WEB), dict(CLIENT)]))
     agent.start()
     pod = await agent.wait_pod("web", running, "Running with both containers running")
@@ -49,18 +51,21 @@ async def test_pod_runs_with_shared_network_namespace(agent: AgentProcess, docke
     for name in ("web", "client"):
         cs = cstatus(pod, name)
         assert cs["ready"] and cs["started"] and cs["restartCount"] == 0
-        assert cs["containerID"].startswith("docker://")
-        assert cs["imageID"].startswith(("docker://sha256:", "docker-pullable://"))
-        # the runtime's reference (cri-dockerd: the image's first repo tag), one of the test image's tags
-        tags = (await docker.images.inspect("minikubelet.test/busybox:1.36"))["RepoTags"]
-        assert cs["image"] == tags[0]
+        assert cs["containerID"].startswith(runtime_view.prefix)
+        image = await runtime_view.runtime.image_status(agent_env.BUSYBOX)
+        assert image is not None
+        if runtime_view.name == "docker":
+            assert cs["imageID"].startswith(("docker://sha256:", "docker-pullable://"))
+        else:  # containerd: the config digest, or the repo digest reference
+            assert cs["imageID"] == image.id or "@sha256:" in cs["imageID"], cs["imageID"]
+        # the runtime's reference (the image's first repo tag), one of the test image's tags
+        assert cs["image"] == image.repo_tags[0]
 
     # the client reached the web server over the pod's loopback
-    client = await docker.containers.get(container_id(pod, "client"))
+    client = container_id(pod, "client")
 
     async def client_saw_page() -> bool:
-        logs = await client.log(stdout=True, stderr=True)
-        return "hello-from-web" in "".join(logs)
+        return b"hello-from-web" in await runtime_view.logs(client)
 
     await agent.wait_for("client output", client_saw_page, 20)
 
@@ -69,6 +74,8 @@ async def test_pod_runs_with_shared_network_namespace(agent: AgentProcess, docke
     async with aiohttp.ClientSession() as s, s.get(f"http://{st['podIP']}:8080/") as r:
         assert (await r.text()).strip() == "hello-from-web"
 
+    if runtime_view.name != "docker":
+        return  # the rest reads Docker's own view of the containers
     # containers are joined to the sandbox's network namespace, with Docker restarts off
     web = await docker.containers.get(container_id(pod, "web"))
     info = web._container
@@ -77,7 +84,7 @@ async def test_pod_runs_with_shared_network_namespace(agent: AgentProcess, docke
     assert info["Name"].startswith(f"/k8s_web_web-{agent.node}_default_")
 
 
-async def test_edit_replaces_and_delete_stops(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_edit_replaces_and_delete_stops(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     pod = simple_pod("edit", [{"name": "main", "command": ["sleep", "3600"]}], terminationGracePeriodSeconds=2)
     agent.put("edit.yaml", pod)
     agent.start()
@@ -89,17 +96,14 @@ async def test_edit_replaces_and_delete_stops(agent: AgentProcess, docker: aiodo
     second = await agent.wait_pod(
         "edit", lambda p: p["metadata"]["uid"] != old_uid and running(p), "replaced by the new version")
     assert container_id(second, "main") != old_cid
-    with pytest.raises(aiodocker.DockerError):
-        await docker.containers.get(old_cid)  # the old version is stopped and removed
+    assert not await runtime_view.exists(old_cid)  # the old version is stopped and removed
 
     (agent.manifests / "edit.yaml").unlink()
     await agent.wait_gone("edit", 30)
-    leftovers = await docker.containers.list(
-        all=True, filters=json.dumps({"label": [f"io.kubernetes.pod.uid={second['metadata']['uid']}"]}))
-    assert leftovers == []
+    assert await runtime_view.containers_of(second["metadata"]["uid"]) == []
 
 
-async def test_container_ignoring_sigterm_is_killed_at_grace(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_container_ignoring_sigterm_is_killed_at_grace(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     grace = 3
     agent.put("stubborn.yaml", simple_pod(
         "stubborn", [{"name": "main", "command": ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]}],
@@ -107,18 +111,18 @@ async def test_container_ignoring_sigterm_is_killed_at_grace(agent: AgentProcess
     agent.start()
     pod = await agent.wait_pod("stubborn", running, "Running")
     cid = container_id(pod, "main")
-    subscriber = DieEvents(docker, cid)
-    t0 = time.monotonic()
+    watch = ExitWatch(runtime_view, cid)
+    t0 = time.time()  # the runtime's exit time is wall-clock
     (agent.manifests / "stubborn.yaml").unlink()
-    event = await asyncio.wait_for(subscriber.get(), 30)
-    took = time.monotonic() - t0
-    assert event["Actor"]["Attributes"]["exitCode"] == "137"
+    [event] = await watch.all(30)
+    took = event.finished_at - t0
+    assert event.exit_code == 137
     # SIGKILL comes at the grace period, not before (the file watch adds well under a second)
     assert grace - 0.2 <= took <= grace + 3, took
     await agent.wait_gone("stubborn")
 
 
-async def test_agent_restart_adopts_running_containers(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_agent_restart_adopts_running_containers(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     agent.put("keep.yaml", simple_pod("keep", [{"name": "a", "command": ["sleep", "3600"]},
                                                {"name": "b", "command": ["sleep", "3600"]}]))
     agent.put("gone.yaml", simple_pod("gone", [{"name": "a", "command": ["sleep", "3600"]}],
@@ -130,38 +134,35 @@ async def test_agent_restart_adopts_running_containers(agent: AgentProcess, dock
     dies = await agent.wait_pod("dies", running, "Running")
     before = {}
     for n in ("a", "b"):
-        c = await docker.containers.get(container_id(keep, n))
-        before[c.id] = c._container["State"]["StartedAt"]
+        c = await runtime_view.status(container_id(keep, n))
+        before[c.id] = c.started_at
 
     agent.kill9()
     # while the agent is down: a manifest is removed and a container dies
     (agent.manifests / "gone.yaml").unlink()
-    dying = await docker.containers.get(container_id(dies, "a"))
-    await dying.kill(signal="SIGKILL")
+    await runtime_view.runtime.stop_container(container_id(dies, "a"), timeout=0)  # SIGKILL
     # pods outlive the agent
     for cid in before:
-        c = await docker.containers.get(cid)
-        assert c._container["State"]["Running"]
+        assert await runtime_view.running(cid)
 
     agent.start()
     await agent.wait_gone("gone", 30)
     gone_uid = gone["metadata"]["uid"]
-    await agent.wait_for("gone's containers removed", lambda: _no_containers(docker, gone_uid), 30)
+    await agent.wait_for("gone's containers removed", lambda: _no_containers(runtime_view, gone_uid), 30)
     restarted = await agent.wait_pod(
         "dies", lambda p: cstatus(p, "a")["restartCount"] == 1 and running(p), "restarted after dying")
     assert cstatus(restarted, "a")["lastState"]["terminated"]["exitCode"] == 137
     keep2 = await agent.wait_pod("keep", running, "still Running")
     after = {}
     for n in ("a", "b"):
-        c = await docker.containers.get(container_id(keep2, n))
-        after[c.id] = c._container["State"]["StartedAt"]
+        c = await runtime_view.status(container_id(keep2, n))
+        after[c.id] = c.started_at
     assert after == before  # same containers, never restarted
     assert all(cstatus(keep2, n)["restartCount"] == 0 for n in ("a", "b"))
 
 
-async def _no_containers(client: aiodocker.Docker, uid: str) -> bool:
-    found = await client.containers.list(all=True, filters=json.dumps({"label": [f"io.kubernetes.pod.uid={uid}"]}))
-    return not found
+async def _no_containers(view: RuntimeView, uid: str) -> bool:
+    return not await view.containers_of(uid)
 
 
 async def test_bad_manifest_is_reported_and_isolated(agent: AgentProcess) -> None:

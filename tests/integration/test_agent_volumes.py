@@ -13,11 +13,14 @@ import pytest
 
 from minikubelet.volumes.mounter import HostMounter
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod, stop_and_clean
 from tests.integration.cgroup_reader import CgroupReader
+from tests.integration.runtime_view import RuntimeView
 
 pytestmark = pytest.mark.integration
 docker = agent_env.docker
+runtime_view = views.runtime_view
 MI = 1 << 20
 
 
@@ -47,12 +50,12 @@ def tmpfs_under(root: Path) -> dict[str, str]:
     return out
 
 
-async def output(a: AgentProcess, d: aiodocker.Docker, pod: str, name: str) -> str:
+async def output(a: AgentProcess, view: RuntimeView, pod: str, name: str) -> str:
     async def done() -> str | None:
         p = await a.pod(pod)
         if p is None or not cstatus(p, name).get("containerID"):
             return None
-        text = "".join(await (await d.containers.get(container_id(p, name))).log(stdout=True, stderr=True))
+        text = (await view.logs(container_id(p, name))).decode()
         return text if "END" in text else None
 
     return str(await a.wait_for(f"{pod}/{name} output", done, timeout=60))
@@ -95,13 +98,13 @@ def volumes_pod() -> dict[str, Any]:
     return pod
 
 
-async def test_volumes_read_back_from_inside(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_volumes_read_back_from_inside(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     agent.put("vols.yaml", volumes_pod())
     agent.put("refused.yaml", simple_pod("refused", [
         {"name": "app", "command": ["sleep", "3600"], "volumeMounts": [{"name": "token", "mountPath": "/t"}]}],
         volumes=[{"name": "token", "projected": {"sources": [{"clusterTrustBundle": {"path": "token", "signerName": "x"}}]}}]))
     agent.start()
-    out = await output(agent, docker, "vols", "app")
+    out = await output(agent, runtime_view, "vols", "app")
     p = await agent.pod("vols")
     assert p is not None
     uid = p["metadata"]["uid"]

@@ -17,7 +17,7 @@ import pytest
 from cri.conditions import condition_errors
 from cri.errors import NotFoundError
 from cri.remote import RemoteRuntime
-from cri.remote.streaming import ChannelSession
+from cri.remote.streaming import SpdySession
 from cri.streaming import STDERR, STDOUT, PortForwardError
 from cri.types import (
     ContainerConfig,
@@ -188,7 +188,7 @@ async def test_exec_and_attach_through_the_streaming_server(remote_runtime: Remo
     cat = shell("cat", "cat", stdin=True)  # echoes its stdin: something to attach to
     _, container_id = await started(rt, sandbox, cat)
 
-    async def output(session: ChannelSession) -> list[tuple[int, bytes]]:
+    async def output(session: SpdySession) -> list[tuple[int, bytes]]:
         chunks = []
         while (chunk := await session.read()) is not None:
             chunks.append(chunk)

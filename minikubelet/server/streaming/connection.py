@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from minikubelet.server.streaming import spdy
-from minikubelet.server.streaming.spdy import (
+from cri import spdy
+from cri.spdy import (
     DataFrame,
     Frame,
     GoAway,

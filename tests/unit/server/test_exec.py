@@ -13,6 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from cri.spdy import FrameDecoder, SynStream
 from cri.streaming import STDERR, STDOUT, StreamSession
 from minikubelet.server.exec import (
     ExecOptions,
@@ -26,7 +27,6 @@ from minikubelet.server.exec import (
 )
 from minikubelet.server.streaming import negotiation
 from minikubelet.server.streaming.connection import SpdyConnection
-from minikubelet.server.streaming.spdy import FrameDecoder, SynStream
 from tests.spdy_client import RemoteCommand, SpdyClient
 from tests.unit.server.streaming.recorded import KUBELET_API, load, recorded_data
 

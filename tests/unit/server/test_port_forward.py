@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from cri.spdy import DataFrame, FrameDecoder, Headers, RstStatus, SynStream
 from cri.streaming import PortForwardError
 from minikubelet.server.auth import Attributes, User, forbidden_message, request_attributes
 from minikubelet.server.port_forward import (
@@ -24,7 +25,6 @@ from minikubelet.server.port_forward import (
     stream_rejection,
 )
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
-from minikubelet.server.streaming.spdy import DataFrame, FrameDecoder, Headers, RstStatus, SynStream
 from tests.spdy_tunnel_client import ClientStream, SpdyClient
 from tests.unit.server.streaming.recorded import load
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from minikubelet.server.streaming.spdy import (
+from cri.spdy import (
     DataFrame,
     Frame,
     GoAway,

@@ -7,8 +7,8 @@ import asyncio
 import socket
 import time
 
+from cri.spdy import GoAwayStatus
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
-from minikubelet.server.streaming.spdy import GoAwayStatus
 from tests.spdy_tunnel_client import SpdyClient
 
 IDLE = 0.2

@@ -10,11 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from minikubelet.server.streaming import channel_codec as cc
-from minikubelet.server.streaming.channel_codec import ChannelClosed, ChannelData
-from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
-from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
-from minikubelet.server.streaming.spdy import (
+from cri.spdy import (
     DataFrame,
     Frame,
     FrameDecoder,
@@ -25,6 +21,10 @@ from minikubelet.server.streaming.spdy import (
     SynStream,
     WindowUpdate,
 )
+from minikubelet.server.streaming import channel_codec as cc
+from minikubelet.server.streaming.channel_codec import ChannelClosed, ChannelData
+from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
+from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
 
 OUTPUT = 100_000  # more than one 64 KiB window
 

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from minikubelet.server.streaming.spdy import (
+from cri.spdy import (
     DEFAULT_INITIAL_WINDOW,
     MAX_WINDOW,
     DataFrame,
@@ -32,7 +32,7 @@ from minikubelet.server.streaming.spdy import (
     WindowUpdate,
     header,
 )
-from minikubelet.server.streaming.spdy_dictionary import HEADER_DICTIONARY
+from cri.spdy_dictionary import HEADER_DICTIONARY
 
 ALL_KINDS: list[Frame] = [
     SynStream(1, (("streamtype", "data"), ("port", "8080"), ("requestid", "0")), priority=3, fin=True),

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from minikubelet.server.streaming import negotiation
-from minikubelet.server.streaming.spdy import (
+from cri.spdy import (
     DataFrame,
     Frame,
     FrameDecoder,
@@ -18,6 +17,7 @@ from minikubelet.server.streaming.spdy import (
     SynReply,
     SynStream,
 )
+from minikubelet.server.streaming import negotiation
 from tests.unit.server.streaming.recorded import (
     DIRECTIONS,
     SPDY_SCENARIOS,
