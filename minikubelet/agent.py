@@ -277,13 +277,15 @@ class Agent:
     def _node_shutdown(self) -> NodeShutdownManager | None:
         """The graceful node shutdown manager; None when off (the gate, or no grace configured: the default)."""
         from minikubelet.nodeshutdown.groups import shutdown_periods
-        from minikubelet.nodeshutdown.logind import LOGIND_CONF_DIR, Logind
-        from minikubelet.nodeshutdown.manager import NodeShutdownManager
 
         cfg = self.config
         periods = shutdown_periods(cfg, feature_enabled(cfg, "GracefulNodeShutdownBasedOnPodPriority"))
         if not feature_enabled(cfg, "GracefulNodeShutdown") or not periods:
             return None
+        # dbus-fast only when the manager runs (off by default, as upstream)
+        from minikubelet.nodeshutdown.logind import LOGIND_CONF_DIR, Logind
+        from minikubelet.nodeshutdown.manager import NodeShutdownManager
+
         # MKL_LOGIND_CONF_DIR: where the InhibitDelayMaxSec drop-in goes when logind is a test's double
         conf_dir = os.environ.get("MKL_LOGIND_CONF_DIR") or LOGIND_CONF_DIR
         return NodeShutdownManager(

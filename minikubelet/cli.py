@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from minikubelet import KUBERNETES_VERSION, __version__
 from minikubelet.base.quantity import to_bytes
@@ -12,6 +13,9 @@ from minikubelet.config.flags import build_parser, flags_to_overrides
 from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config
 from minikubelet.logs import setup_logging
 from minikubelet.node.rlimits import raise_nofile_limit
+
+if TYPE_CHECKING:
+    from cri.remote import RemoteRuntime
 
 log = logging.getLogger("minikubelet")
 
@@ -24,7 +28,6 @@ def speaks_docker_api(endpoint: str) -> bool:
 
 async def _run(config: KubeletConfig, node_ip: str) -> int:
     from cri.docker import DockerRuntime
-    from cri.remote import RemoteRuntime
     from minikubelet.agent import Agent
 
     runtime: DockerRuntime | RemoteRuntime
@@ -33,6 +36,9 @@ async def _run(config: KubeletConfig, node_ip: str) -> int:
                                 log_max_size=to_bytes(config.container_log_max_size),
                                 log_max_files=config.container_log_max_files)
     else:
+        # grpc and protobuf (about 20 MiB resident) are loaded only for a CRI endpoint.
+        from cri.remote import RemoteRuntime
+
         # The sandbox image and log rotation are the CRI runtime's own configuration (sandbox_image, ...).
         runtime = RemoteRuntime(config.container_runtime_endpoint)
     try:

@@ -4,9 +4,10 @@ the value `openssl x509 -pubkey | openssl pkey -pubin -outform der | sha256sum` 
 from __future__ import annotations
 
 import hashlib
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
+if TYPE_CHECKING:
+    from cryptography import x509
 
 
 class PinError(ValueError):
@@ -32,12 +33,18 @@ def parse_pins(values: list[str]) -> set[str]:
 
 
 def spki_hash(cert: x509.Certificate) -> str:
+    from cryptography.hazmat.primitives import serialization
+
     spki = cert.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
 def check_any(ca_pem: bytes, pins: set[str]) -> None:
     """Raises PinError unless one of the certificates in `ca_pem` has a pinned public key."""
+    # cryptography is imported here, not at the top: `minikubelet run` builds its parser from this package, and
+    # a standalone agent has no use for the ~8 MiB it maps
+    from cryptography import x509
+
     try:
         certs = x509.load_pem_x509_certificates(ca_pem)
     except ValueError as e:

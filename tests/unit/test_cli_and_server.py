@@ -66,3 +66,19 @@ async def test_healthz_ok_and_failing() -> None:
         assert "[-]syncloop failed: sync loop has not run for 12.0s" in text and "[+]runtime ok" in text
     finally:
         await client.close()
+
+
+def test_a_standalone_run_loads_no_optional_heavy_library() -> None:
+    """grpc/protobuf (CRI endpoints), dbus-fast (node shutdown, systemd driver), pyroute2 (host-gw) and
+    cryptography (join, TLS) cost 5–20 MiB resident each; the agent, its parser and the Docker runtime load none."""
+    code = (
+        "import sys\n"
+        "from minikubelet.cli import main\n"
+        "from minikubelet.agent import Agent\n"
+        "from cri.docker import DockerRuntime\n"
+        "main(['version'])\n"
+        "heavy = ('grpc', 'google.protobuf', 'dbus_fast', 'pyroute2', 'cryptography')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith('google.protobuf')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
