@@ -217,3 +217,55 @@ async def _disk_pressure(agent: JoinedAgent, api: ApiServer, docker: aiodocker.D
             "Evicted", "Pod was rejected: The node had condition: [DiskPressure]. ")
     finally:
         await stop_and_clean(agent, docker)
+
+
+def _pid_headroom() -> int:
+    """pid.available as the agent observes it: pid_max minus the kernel's task count (/proc/loadavg)."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    tasks = int(Path("/proc/loadavg").read_text().split()[3].split("/")[1])
+    return pid_max - tasks
+
+
+async def test_a_pid_hog_is_evicted_under_pid_pressure(tmp_path: Path, docker: aiodocker.Docker) -> None:
+    """pid.available crosses a threshold set 150 below the host's headroom when a pod starts 400 processes:
+    the hog (the pod with the most processes) is evicted with upstream's message, the Node reports PIDPressure,
+    and a new pod is refused (any pressure but memory refuses all non-critical pods)."""
+    async with agent_env.running_api(tmp_path / "api", max_watch_seconds=10) as api:
+        agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+        threshold = _pid_headroom() - 150
+        agent.extra = {"evictionHard": {"pid.available": str(threshold)}, "nodeStatusUpdateFrequency": "2s"}
+        admin = api.admin()
+        agent.start()
+        try:
+            node = await agent.wait_for("the Node", lambda: _get(admin, "nodes", agent.node), timeout=60)
+            assert _condition(node, "PIDPressure")["status"] == "False"
+            quiet = await admin.create(_pod(agent, "quiet", "exec sleep 100000"))
+            await _wait_phase(agent, admin, quiet["metadata"]["name"], "Running", timeout=60)
+            hog = await admin.create(_pod(agent, "pidhog", "i=0; while [ $i -lt 400 ]; do sleep 100000 & "
+                                          "i=$((i+1)); done; exec sleep 100000"))
+            name = hog["metadata"]["name"]
+            pod = await _wait_phase(agent, admin, name, "Failed", timeout=90)
+            status = pod["status"]
+            assert status["reason"] == "Evicted"
+            m = re.fullmatch(rf"The node was low on resource: pids\. Threshold quantity: {threshold}, "
+                             r"available: (\d+)\. ", status["message"])
+            assert m and int(m.group(1)) < threshold, status["message"]
+            cond = next(c for c in status["conditions"] if c["type"] == "DisruptionTarget")
+            assert (cond["status"], cond["reason"]) == ("True", "TerminationByKubelet")
+
+            async def pressure() -> dict[str, Any] | None:
+                n = await _get(admin, "nodes", agent.node)
+                return n if n is not None and _condition(n, "PIDPressure")["status"] == "True" else None
+
+            node = await agent.wait_for("PIDPressure on the Node", pressure, timeout=20)
+            cond = _condition(node, "PIDPressure")
+            assert (cond["reason"], cond["message"]) == ("KubeletHasInsufficientPID",
+                                                         "kubelet has insufficient PID available")
+            late = await admin.create(_pod(agent, "late", "exec sleep 100000", requests={"memory": "10Mi"}))
+            pod = await _wait_phase(agent, admin, late["metadata"]["name"], "Failed", timeout=30)
+            assert (pod["status"]["reason"], pod["status"]["message"]) == (
+                "Evicted", "Pod was rejected: The node had condition: [PIDPressure]. ")
+            still = await _get(admin, "pods", quiet["metadata"]["name"], "default")
+            assert still is not None and still["status"]["phase"] == "Running"  # one pod per interval: the hog
+        finally:
+            await stop_and_clean(agent, docker)
