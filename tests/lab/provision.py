@@ -29,7 +29,7 @@ DOCKER_DAEMON_JSON = b'{"exec-opts": ["native.cgroupdriver=cgroupfs"], "log-driv
 
 async def install_agent(guest: Guest, wheels: Path) -> None:
     await guest.put_dir(wheels, "/root/wheels")
-    await guest.sh(f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-index --find-links /root/wheels "
+    await guest.sh(f"python3 -m venv {VENV} && {VENV}/bin/pip install -q --no-compile --disable-pip-version-check --no-index --find-links /root/wheels "
                    "minikubelet", timeout=900)
 
 
