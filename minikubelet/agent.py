@@ -36,7 +36,9 @@ from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
 from minikubelet.node.labels import Node, initial_node
 from minikubelet.node.machine import hugepages_capacity, machine_info
+from minikubelet.node.sd_notify import Notifier, watchdog_interval
 from minikubelet.node.status import KUBELET_PORT, NodeStatusInputs, declared_features, runtime_errors
+from minikubelet.node.watchdog import Watchdog
 from minikubelet.pod.manager import PodManager
 from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
@@ -372,18 +374,23 @@ class Agent:
         )
 
     async def health(self) -> list[tuple[str, str | None]]:
-        checks: list[tuple[str, str | None]] = [("ping", None)]
-        age = self.clock.monotonic() - self.pleg.last_relist
-        sync_err = None if self.pleg.last_relist and age <= HEALTHY_RELIST_AGE else (
-            f"sync loop has not run for {age:.1f}s" if self.pleg.last_relist else "sync loop has not run yet"
-        )
-        checks.append(("syncloop", sync_err))
+        checks: list[tuple[str, str | None]] = [("ping", None), ("syncloop", self._sync_loop_error())]
         try:
             await asyncio.wait_for(self.runtime.version(), timeout=2.0)
             checks.append(("runtime", None))
         except Exception as e:
             checks.append(("runtime", f"container runtime does not answer: {e or type(e).__name__}"))
         return checks
+
+    def _sync_loop_error(self) -> str | None:
+        age = self.clock.monotonic() - self.pleg.last_relist
+        if self.pleg.last_relist and age <= HEALTHY_RELIST_AGE:
+            return None
+        return f"sync loop has not run for {age:.1f}s" if self.pleg.last_relist else "sync loop has not run yet"
+
+    async def _watchdog_checks(self) -> list[tuple[str, str | None]]:
+        # upstream's watchdog runs the sync loop check, not the runtime's (a restart does not bring Docker back)
+        return [("syncloop", self._sync_loop_error())]
 
     async def _housekeeping(self) -> None:
         while True:
@@ -450,9 +457,14 @@ class Agent:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
+        # systemd (Type=notify): started once the first sync is done; the watchdog is fed from this loop
+        notifier = Notifier()
+        watchdog = Watchdog(notifier, watchdog_interval(), self.clock, self._watchdog_checks)
+        notifier.notify("READY=1", f"STATUS=running, node {self.node_name}")
         try:
             async with asyncio.TaskGroup() as tg:
                 tasks = [
+                    tg.create_task(watchdog.run(), name="systemd-watchdog"),
                     tg.create_task(self.pleg.run_relist(), name="pleg-relist"),
                     tg.create_task(self.pleg.run_events(), name="pleg-events"),
                     tg.create_task(self.static.run(), name="static-pods"),
@@ -470,6 +482,7 @@ class Agent:
                 ]
                 await self._stop.wait()
                 log.info("stopping minikubelet (pods keep running)")
+                notifier.notify("STOPPING=1")
                 for t in tasks:
                     t.cancel()
         finally:

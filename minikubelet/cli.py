@@ -1,4 +1,4 @@
-"""`minikubelet run|version`."""
+"""`minikubelet run|version|join|reset`."""
 
 from __future__ import annotations
 
@@ -33,11 +33,15 @@ async def _run(config: KubeletConfig, node_ip: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    from minikubelet.install.commands import add_commands, run_command
+
+    parser = build_parser(add_commands)
     ns = parser.parse_args(argv)
     if ns.command == "version":
         print(f"minikubelet {__version__} (kubelet semantics {KUBERNETES_VERSION})")
         return 0
+    if ns.command in ("join", "reset"):
+        return asyncio.run(run_command(ns))
     try:
         config, warnings = load_config(ns.config, flags_to_overrides(ns))
     except ConfigError as e:

@@ -171,6 +171,15 @@ class PodCgroups:
             self.cleanup_orphans(known_uids())
 
 
+def systemd_cgroup_driver(files: CgroupDriver) -> CgroupDriver:
+    """cgroupDriver systemd: the slices through systemd over D-Bus (cgroups/systemd_driver.py); SystemdError
+    when the system bus or systemd does not answer."""
+    from cgroups.systemd_dbus import DbusSystemd  # only a node on the systemd driver talks to systemd
+    from cgroups.systemd_driver import SystemdCgroupDriver
+
+    return SystemdCgroupDriver(files, DbusSystemd())
+
+
 def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_pods: Callable[[], Iterable[Pod]],
                       root: Path = Path("/sys/fs/cgroup")) -> PodCgroups:
     if docker_cgroup_driver and docker_cgroup_driver != config.cgroup_driver:
@@ -190,6 +199,8 @@ def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_p
         driver: CgroupDriver = CgroupV2Driver(root, config.cgroup_root) if version == 2 else CgroupV1Driver(
             root, config.cgroup_root)
         naming: Naming = "systemd" if config.cgroup_driver == "systemd" else "cgroupfs"
+        if naming == "systemd":
+            driver = systemd_cgroup_driver(driver)
         reserved: dict[str, object] = {}
         for src in (config.kube_reserved, config.system_reserved):
             for k, v in src.items():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from minikubelet.config.kubelet_config import flag_fields
@@ -13,16 +14,19 @@ from minikubelet.config.kubelet_config import flag_fields
 _RUN_FLAGS = flag_fields()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """`minikubelet run [flags]` and `minikubelet version`."""
+def build_parser(more_commands: Callable[[Any], None] | None = None) -> argparse.ArgumentParser:
+    """`minikubelet run [flags]` and `minikubelet version`; `more_commands(subparsers)` adds the others."""
     parser = argparse.ArgumentParser(prog="minikubelet", description="A Kubernetes node agent.", allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,version}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{run,version,join,reset}" if more_commands else "{run,version}")
     run = sub.add_parser("run", help="Run the node agent.", allow_abbrev=False)
     run.add_argument("--config", default=None, help="KubeletConfiguration file (kubelet.config.k8s.io/v1beta1).")
     for flag, attr, kind, help_text in _RUN_FLAGS:
         names = [flag, "-v"] if flag == "--v" else [flag]
         run.add_argument(*names, dest=attr, type=kind, default=None, help=help_text)
     sub.add_parser("version", help="Print the version and exit.")
+    if more_commands is not None:
+        more_commands(sub)
     return parser
 
 

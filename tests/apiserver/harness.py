@@ -20,6 +20,7 @@ from aiohttp import web
 
 from tests.apiserver import auth, pki
 from tests.apiserver.authz import Authorizer
+from tests.apiserver.bootstrap_signer import BootstrapSigner
 from tests.apiserver.client import Client, Identity
 from tests.apiserver.controllers import CsrController
 from tests.apiserver.proxy import KubeletProxy
@@ -60,6 +61,8 @@ class ApiServer:
         self._ssl = pki.server_ssl_context(self.ca, serving, workdir / "pki")
         self._runner: web.AppRunner | None = None
         self.kubelet_proxy = KubeletProxy(self)
+        self.bootstrap_signer = BootstrapSigner(self.store)
+        self.bootstrap_signer.publish(self.url, self.ca.cert_pem)
 
     @property
     def url(self) -> str:
@@ -126,6 +129,7 @@ class ApiServer:
     def add_bootstrap_token(self, token_id: str = "abcdef", secret: str = "0123456789abcdef",
                             extra_groups: str = "system:bootstrappers:kubeadm:default-node-token") -> Identity:
         self.store.create("secrets", auth.bootstrap_token_secret(token_id, secret, extra_groups))
+        self.bootstrap_signer.sync()
         return Identity(f"system:bootstrap:{token_id}", token=f"{token_id}.{secret}")
 
     def client(self, identity: Identity | None) -> Client:

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Turn a Debian 12 machine into a minikubelet worker of a cluster. The ONE provisioning script shared by the
+# Vagrant lab (vagrant/Vagrantfile), the Multipass lab (multipass/) and the CI VM lab (tests/lab), so what CI
+# proves is what users run. As root, on the worker:
+#
+#   lab/provision-worker.sh --api https://CP:6443 --token ID.SECRET --ca-cert-hash sha256:HEX \
+#       --wheelhouse DIR [--node-ip IP] [--node-name NAME] [--cluster-dns 10.96.0.10] [-- MORE JOIN FLAGS]
+#
+# 1. docker.io and python3-venv, installed with apt only when missing (the CI guests have them and no network);
+# 2. Docker's cgroup driver set to cgroupfs when it is not (the agent's cgroupDriver must match Docker's, and
+#    the systemd cgroup driver is not built yet), Docker restarted only then;
+# 3. the agent installed into /opt/minikubelet/venv from DIR (scripts/build-wheelhouse; pip --no-index);
+# 4. `minikubelet join`: token discovery of the CA, the node's files, the systemd unit enabled and started;
+# 5. waits (up to 5 min) until systemd reports the unit active (Type=notify: after its first sync).
+# Running it again changes nothing. `minikubelet reset` (/opt/minikubelet/venv/bin/minikubelet reset) undoes 4.
+set -euo pipefail
+
+api='' token='' hash='' wheelhouse='' node_ip='' node_name='' cluster_dns=''
+extra=()
+while (($#)); do
+  case $1 in
+    --api) api=$2; shift 2 ;;
+    --token) token=$2; shift 2 ;;
+    --ca-cert-hash) hash=$2; shift 2 ;;
+    --wheelhouse) wheelhouse=$2; shift 2 ;;
+    --node-ip) node_ip=$2; shift 2 ;;
+    --node-name) node_name=$2; shift 2 ;;
+    --cluster-dns) cluster_dns=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "provision-worker: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+for v in api token hash wheelhouse; do
+  [[ -n ${!v} ]] || { echo "provision-worker: --${v/hash/ca-cert-hash} is required" >&2; exit 2; }
+done
+[[ $EUID -eq 0 ]] || { echo "provision-worker: run as root" >&2; exit 1; }
+[[ -d $wheelhouse ]] || { echo "provision-worker: --wheelhouse $wheelhouse is not a directory" >&2; exit 2; }
+
+VENV=/opt/minikubelet/venv
+say() { echo "provision-worker: $*"; }
+
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
+if ((${#missing[@]})); then
+  say "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 update -q
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -q "${missing[@]}"
+fi
+
+systemctl enable --now docker >/dev/null 2>&1 || true
+driver=$(docker info --format '{{.CgroupDriver}}' 2>/dev/null || echo unknown)
+if [[ $driver != cgroupfs ]]; then
+  say "Docker's cgroup driver is $driver; setting cgroupfs in /etc/docker/daemon.json"
+  mkdir -p /etc/docker
+  if [[ -s /etc/docker/daemon.json ]]; then
+    python3 - <<'PY'
+import json
+p = "/etc/docker/daemon.json"
+d = json.load(open(p))
+d["exec-opts"] = [o for o in d.get("exec-opts", []) if not o.startswith("native.cgroupdriver=")] + ["native.cgroupdriver=cgroupfs"]
+json.dump(d, open(p, "w"), indent=2)
+PY
+  else
+    echo '{"exec-opts": ["native.cgroupdriver=cgroupfs"]}' >/etc/docker/daemon.json
+  fi
+  systemctl restart docker
+  driver=$(docker info --format '{{.CgroupDriver}}')
+  [[ $driver == cgroupfs ]] || { echo "provision-worker: Docker still reports cgroup driver $driver" >&2; exit 1; }
+fi
+
+[[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheelhouse" --upgrade minikubelet
+say "agent: $("$VENV/bin/minikubelet" version)"
+
+args=(join "$api" --token "$token" --discovery-token-ca-cert-hash "$hash")
+[[ -n $node_ip ]] && args+=(--node-ip "$node_ip")
+[[ -n $node_name ]] && args+=(--node-name "$node_name")
+[[ -n $cluster_dns ]] && args+=(--cluster-dns "$cluster_dns")
+"$VENV/bin/minikubelet" "${args[@]}" "${extra[@]}"
+
+for _ in $(seq 300); do
+  if systemctl is-active --quiet minikubelet; then say "minikubelet.service is active"; exit 0; fi
+  if systemctl is-failed --quiet minikubelet; then break; fi
+  sleep 1
+done
+echo "provision-worker: minikubelet.service did not become active:" >&2
+journalctl -u minikubelet -n 40 --no-pager >&2 || true
+exit 1
