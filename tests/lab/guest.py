@@ -159,20 +159,26 @@ class Guest:
         except OSError:
             return "(no console log)"
 
-    async def forward_socket(self, local: Path, remote: str) -> asyncio.subprocess.Process:
-        """An ssh forward of the guest's unix socket `remote` to `local`, alive until the process is ended."""
-        local.unlink(missing_ok=True)
-        proc = await asyncio.create_subprocess_exec(
-            *self.ssh_argv("-N", "-o", "StreamLocalBindUnlink=yes", "-L", f"{local}:{remote}"),
-            stdin=asyncio.subprocess.DEVNULL)
-        for _ in range(300):
-            if local.exists():
-                return proc
-            if proc.returncode is not None:
-                break
-            await asyncio.sleep(0.1)
-        proc.kill()
-        raise GuestError(f"{self.name}: the ssh forward of {remote} did not come up")
+    async def forward_socket(self, local: Path, remote: str, attempts: int = 5) -> asyncio.subprocess.Process:
+        """An ssh forward of the guest's unix socket `remote` to `local`, alive until the process is ended.
+        Retried: right after boot, under load, sshd can drop a connection that `true` had just got through."""
+        for _ in range(attempts):
+            local.unlink(missing_ok=True)
+            proc = await asyncio.create_subprocess_exec(
+                *self.ssh_argv("-N", "-o", "StreamLocalBindUnlink=yes", "-o", "ExitOnForwardFailure=yes",
+                               "-L", f"{local}:{remote}"),
+                stdin=asyncio.subprocess.DEVNULL)
+            for _ in range(300):
+                if local.exists():
+                    return proc
+                if proc.returncode is not None:
+                    break
+                await asyncio.sleep(0.1)
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+            await asyncio.sleep(3)
+        raise GuestError(f"{self.name}: the ssh forward of {remote} did not come up in {attempts} attempts")
 
 
 async def _check(*argv: str) -> None:
