@@ -159,16 +159,18 @@ class Guest:
         except OSError:
             return "(no console log)"
 
-    async def forward_socket(self, local: Path, remote: str, attempts: int = 5) -> asyncio.subprocess.Process:
+    async def forward_socket(self, local: Path, remote: str, attempts: int = 3) -> asyncio.subprocess.Process:
         """An ssh forward of the guest's unix socket `remote` to `local`, alive until the process is ended.
         Retried: right after boot, under load, sshd can drop a connection that `true` had just got through."""
+        err = ""
         for _ in range(attempts):
             local.unlink(missing_ok=True)
             proc = await asyncio.create_subprocess_exec(
                 *self.ssh_argv("-N", "-o", "StreamLocalBindUnlink=yes", "-o", "ExitOnForwardFailure=yes",
                                "-L", f"{local}:{remote}"),
-                stdin=asyncio.subprocess.DEVNULL)
-            for _ in range(300):
+                stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            # an ssh handshake alone took over 30 s with both guests booting on a loaded machine
+            for _ in range(1200):
                 if local.exists():
                     return proc
                 if proc.returncode is not None:
@@ -176,9 +178,11 @@ class Guest:
                 await asyncio.sleep(0.1)
             if proc.returncode is None:
                 proc.kill()
+            assert proc.stderr is not None
+            err = (await proc.stderr.read()).decode(errors="replace")
             await proc.wait()
             await asyncio.sleep(3)
-        raise GuestError(f"{self.name}: the ssh forward of {remote} did not come up in {attempts} attempts")
+        raise GuestError(f"{self.name}: the ssh forward of {remote} did not come up in {attempts} attempts: {err}")
 
 
 async def _check(*argv: str) -> None:

@@ -25,6 +25,7 @@ KUBELET_CONFIG_PATCH = {"podPidsLimit": POD_PIDS_LIMIT, "nodeStatusUpdateFrequen
 
 async def import_test_images(guest: Guest, rundir: Path) -> None:
     """scripts/images/build into the guest's engine, through an ssh-forwarded /run/docker.sock."""
+    await guest.sh("until systemctl is-active --quiet docker.socket docker.service; do sleep 1; done", timeout=600)
     sock = rundir / f"{guest.name}-docker.sock"
     forward = await guest.forward_socket(sock, "/run/docker.sock")
     try:
