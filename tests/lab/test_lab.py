@@ -233,7 +233,11 @@ async def test_reboot_brings_pods_back(lab: Lab) -> None:
         if node["status"]["nodeInfo"]["bootID"] == boot_id or condition(node, "Ready") != "True":
             return None
         p = await admin.get("pods", "survivor", "default")
-        return p if condition(p, "Ready") == "True" else None
+        # Ready from before the reboot until the agent reports again: only a new container counts
+        statuses = p["status"].get("containerStatuses") or [{}]
+        cid = statuses[0].get("containerID", "").removeprefix("docker://")
+        fresh = cid and cid not in old and "running" in statuses[0].get("state", {})
+        return p if fresh and condition(p, "Ready") == "True" else None
 
     try:
         await wait_for("the survivor pod Ready after the reboot", rebooted_and_running, 420, interval=5)
