@@ -106,6 +106,16 @@ class Guest:
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=6", *extra, f"root@{self.ip}"]
 
     async def run(self, command: str, *, timeout: float = 300, stdin: bytes | None = None) -> Result:
+        # 255 with no output is ssh's own failure (seen right after boot, sshd dropping a new connection):
+        # tried again; the commands sent here are idempotent
+        for _ in range(3):
+            r = await self._run_once(command, timeout, stdin)
+            if r.rc != 255 or r.out.strip():
+                return r
+            await asyncio.sleep(3)
+        return r
+
+    async def _run_once(self, command: str, timeout: float, stdin: bytes | None) -> Result:
         proc = await asyncio.create_subprocess_exec(
             *self.ssh_argv(), command, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
