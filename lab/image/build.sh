@@ -16,7 +16,7 @@ if [[ -f $out/done ]]; then
   exit 0
 fi
 
-host_pkgs=(debootstrap qemu-system-x86 qemu-utils e2fsprogs openssh-client busybox-static iproute2)
+host_pkgs=(debootstrap qemu-system-x86 qemu-utils e2fsprogs openssh-client iproute2)
 missing=()
 for p in "${host_pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -55,16 +55,16 @@ async def lab() -> AsyncIterator[Lab]:
         waited = await asyncio.gather(*(g.wait_ssh() for g in guests))
         timings["boot to ssh (both guests, max)"] = max(waited)
         t1 = time.monotonic()
-        await asyncio.gather(*(provision.install_agent(g, wheels) for g in guests))
-        timings["agent wheel + venv install"] = time.monotonic() - t1
-        t1 = time.monotonic()
-        await asyncio.gather(*(provision.prepare_docker(g, rundir) for g in guests))
-        timings["docker cgroupfs restart + test images"] = time.monotonic() - t1
+        await asyncio.gather(*(provision.import_test_images(g, rundir) for g in guests))
+        timings["test images into the guests' engines"] = time.monotonic() - t1
         token = api.add_bootstrap_token().token
         assert token is not None
         t1 = time.monotonic()
-        await asyncio.gather(*(provision.join_with_unit(g, api.url, api.ca.cert_pem, token) for g in guests))
-        timings["join + unit start"] = time.monotonic() - t1
+        outputs = await asyncio.gather(*(provision.provision_worker(g, wheels, api.url, api.ca.cert_pem, token)
+                                         for g in guests))
+        for g, out in zip(guests, outputs, strict=True):
+            (rundir / f"{g.name}-provision.log").write_text(out)
+        timings["lab/provision-worker.sh (venv, join, unit active)"] = time.monotonic() - t1
         timings["lab up"] = time.monotonic() - t0
         yield Lab(api, guests, token, timings)
     finally:

@@ -106,6 +106,16 @@ class Guest:
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=6", *extra, f"root@{self.ip}"]
 
     async def run(self, command: str, *, timeout: float = 300, stdin: bytes | None = None) -> Result:
+        # 255 with no output is ssh's own failure (seen right after boot, sshd dropping a new connection):
+        # tried again; the commands sent here are idempotent
+        for _ in range(3):
+            r = await self._run_once(command, timeout, stdin)
+            if r.rc != 255 or r.out.strip():
+                return r
+            await asyncio.sleep(3)
+        return r
+
+    async def _run_once(self, command: str, timeout: float, stdin: bytes | None) -> Result:
         proc = await asyncio.create_subprocess_exec(
             *self.ssh_argv(), command, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -159,20 +169,30 @@ class Guest:
         except OSError:
             return "(no console log)"
 
-    async def forward_socket(self, local: Path, remote: str) -> asyncio.subprocess.Process:
-        """An ssh forward of the guest's unix socket `remote` to `local`, alive until the process is ended."""
-        local.unlink(missing_ok=True)
-        proc = await asyncio.create_subprocess_exec(
-            *self.ssh_argv("-N", "-o", "StreamLocalBindUnlink=yes", "-L", f"{local}:{remote}"),
-            stdin=asyncio.subprocess.DEVNULL)
-        for _ in range(300):
-            if local.exists():
-                return proc
-            if proc.returncode is not None:
-                break
-            await asyncio.sleep(0.1)
-        proc.kill()
-        raise GuestError(f"{self.name}: the ssh forward of {remote} did not come up")
+    async def forward_socket(self, local: Path, remote: str, attempts: int = 3) -> asyncio.subprocess.Process:
+        """An ssh forward of the guest's unix socket `remote` to `local`, alive until the process is ended.
+        Retried: right after boot, under load, sshd can drop a connection that `true` had just got through."""
+        err = ""
+        for _ in range(attempts):
+            local.unlink(missing_ok=True)
+            proc = await asyncio.create_subprocess_exec(
+                *self.ssh_argv("-N", "-o", "StreamLocalBindUnlink=yes", "-o", "ExitOnForwardFailure=yes",
+                               "-L", f"{local}:{remote}"),
+                stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            # an ssh handshake alone took over 30 s with both guests booting on a loaded machine
+            for _ in range(1200):
+                if local.exists():
+                    return proc
+                if proc.returncode is not None:
+                    break
+                await asyncio.sleep(0.1)
+            if proc.returncode is None:
+                proc.kill()
+            assert proc.stderr is not None
+            err = (await proc.stderr.read()).decode(errors="replace")
+            await proc.wait()
+            await asyncio.sleep(3)
+        raise GuestError(f"{self.name}: the ssh forward of {remote} did not come up in {attempts} attempts: {err}")
 
 
 async def _check(*argv: str) -> None:

@@ -90,7 +90,7 @@ async def container_cgroup(guest: Guest, pod_name: str) -> str:
 
 async def read_files(guest: Guest, directory: str, *names: str) -> dict[str, str]:
     out = await guest.sh(" ; ".join(f"echo \"{n}=$(tr '\\n' ' ' < {directory}/{n})\"" for n in names))
-    return dict(line.split("=", 1) for line in out.strip().splitlines())
+    return {k: v.strip() for k, v in (line.split("=", 1) for line in out.strip().splitlines())}
 
 
 async def pod_containers(guest: Guest) -> dict[str, str]:
@@ -132,11 +132,11 @@ async def test_cgroup_v2_limits_read_back(lab: Lab) -> None:
     values = await read_files(guest, ctr, "memory.max", "cpu.max", "cpu.weight", "memory.oom.group")
     # runc's conversion of the CPU shares the request gives (256) to a cgroup v2 weight
     shares = 250 * 1024 // 1000
-    assert values == {"memory.max": f"{64 * MiB} ", "cpu.max": "50000 100000 ",
-                      "cpu.weight": f"{1 + ((shares - 2) * 9999) // 262142} ", "memory.oom.group": "1 "}
+    assert values == {"memory.max": f"{64 * MiB}", "cpu.max": "50000 100000",
+                      "cpu.weight": f"{1 + ((shares - 2) * 9999) // 262142}", "memory.oom.group": "1"}
     pod_dir = ctr.rsplit("/", 1)[0]
     pod_values = await read_files(guest, pod_dir, "pids.max", "memory.max")
-    assert pod_values == {"pids.max": f"{provision.POD_PIDS_LIMIT} ", "memory.max": f"{64 * MiB} "}
+    assert pod_values == {"pids.max": f"{provision.POD_PIDS_LIMIT}", "memory.max": f"{64 * MiB}"}
 
 
 async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
@@ -233,7 +233,11 @@ async def test_reboot_brings_pods_back(lab: Lab) -> None:
         if node["status"]["nodeInfo"]["bootID"] == boot_id or condition(node, "Ready") != "True":
             return None
         p = await admin.get("pods", "survivor", "default")
-        return p if condition(p, "Ready") == "True" else None
+        # Ready from before the reboot until the agent reports again: only a new container counts
+        statuses = p["status"].get("containerStatuses") or [{}]
+        cid = statuses[0].get("containerID", "").removeprefix("docker://")
+        fresh = cid and cid not in old and "running" in statuses[0].get("state", {})
+        return p if fresh and condition(p, "Ready") == "True" else None
 
     try:
         await wait_for("the survivor pod Ready after the reboot", rebooted_and_running, 420, interval=5)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from minikubelet.install import layout
 from tests.integration.agent_env import BUSYBOX
-from tests.lab import provision
 from tests.lab.conftest import Lab
 from tests.lab.guest import Guest
 from tests.lab.test_lab import agent_journal, condition, ready_node, running_pod, wait_for
@@ -60,9 +60,10 @@ async def kubelet_lock(guest: Guest) -> str | None:
 async def test_poweroff_gives_pods_their_grace(lab: Lab) -> None:
     guest = lab.guests[0]
     admin = lab.api.admin()
-    config = {**provision.kubelet_config(), "shutdownGracePeriod": f"{GRACE}s",
+    # the KubeletConfiguration `minikubelet join` wrote, with the shutdown grace added
+    config = {**yaml.safe_load(await sh(guest, f"cat {layout.CONFIG}")), "shutdownGracePeriod": f"{GRACE}s",
               "shutdownGracePeriodCriticalPods": f"{CRITICAL_GRACE}s"}
-    await guest.put(provision.CONFIG, yaml.safe_dump(config).encode())
+    await guest.put(layout.CONFIG, yaml.safe_dump(config).encode())
     await guest.sh(f"rm -rf {MARKERS} && systemctl restart minikubelet", timeout=300)
     await wait_for(f"node {guest.name} Ready", functools.partial(ready_node, admin, guest.name), 180)
 
