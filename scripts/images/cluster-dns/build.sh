@@ -13,6 +13,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 # shellcheck source=scripts/images/images.env
 source "$HERE/../images.env"
+# shellcheck source=scripts/images/python-rootfs.sh
+source "$HERE/../python-rootfs.sh"
 IMAGE=$CLUSTER_DNS_IMAGE
 HASH_LABEL=$BUILD_HASH_LABEL
 
@@ -26,12 +28,8 @@ SITE=${MKL_DNS_SITE:-$REPO/.venv/lib/python3.11/site-packages}
 [[ -x $PY ]] || { echo "cluster-dns: $PY missing (apt-get install python3.11)" >&2; exit 1; }
 [[ -d $SITE/dns ]] || { echo "cluster-dns: $SITE/dns missing (pip install -e '.[test]' installs dnspython)" >&2; exit 1; }
 
-pyver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-stdlib=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
-dynload=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("platstdlib"))')/lib-dynload
-
 build_hash=$(
-  { cat "$HERE/build.sh" "$HERE/server.py"; sha256sum "$PY"; cat "$SITE"/dnspython-*.dist-info/RECORD 2>/dev/null || true; } \
+  { cat "$HERE/build.sh" "$HERE/server.py" "$HERE/../python-rootfs.sh"; sha256sum "$PY"; cat "$SITE"/dnspython-*.dist-info/RECORD 2>/dev/null || true; } \
     | sha256sum | cut -c1-16
 )
 current=$(docker image inspect --format "{{index .Config.Labels \"$HASH_LABEL\"}}" "$IMAGE" 2>/dev/null || true)
@@ -43,36 +41,9 @@ fi
 work=$(mktemp -d /tmp/mkl-cluster-dns.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 r=$work/rootfs
-mkdir -p "$r"/{usr/bin,tmp,etc,proc,sys,dev}
-chmod 1777 "$r/tmp"
-cp -L "$PY" "$r/usr/bin/python3"
-
-# The stdlib without what a DNS server never imports (tests, GUIs, installers, build config).
-dest_stdlib=$r/usr/lib/python$pyver
-mkdir -p "$dest_stdlib"
-tar -C "$stdlib" \
-  --exclude=./test --exclude=./idlelib --exclude=./tkinter --exclude=./turtledemo \
-  --exclude=./ensurepip --exclude=./lib2to3 --exclude=./pydoc_data --exclude=./distutils \
-  --exclude='./config-*' --exclude=./site-packages --exclude=./dist-packages \
-  --exclude=./lib-dynload --exclude='__pycache__' -c . | tar -C "$dest_stdlib" -x
-dest_site=$r/usr/lib/python3/dist-packages  # where Debian's interpreter looks for packages
-mkdir -p "$dest_stdlib/lib-dynload" "$dest_site"
-cp -L "$dynload"/*.so "$dest_stdlib/lib-dynload/"
-cp -rL "$SITE/dns" "$dest_site/"
-find "$r/usr/lib" -name __pycache__ -prune -exec rm -rf {} +
-
-# Shared libraries of the interpreter and of every extension module, at the paths ldd prints.
-deps() { ldd "$1" 2>/dev/null | awk '/=> \// { print $3 } /^[[:space:]]*\/[^ ]+ \(/ { print $1 }'; }
-mapfile -t libs < <(
-  { deps "$PY"; find "$r/usr/lib" -name '*.so' -print0 | while IFS= read -r -d '' so; do deps "$so"; done; } | sort -u
-)
-for f in "${libs[@]}"; do
-  [[ -n $f ]] && cp -L --parents "$f" "$r/"
-done
+python_rootfs "$r" "$PY" "$SITE" dns
 
 cp "$HERE/server.py" "$r/server.py"
-printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$r/etc/passwd"
-printf 'root:x:0:\nnobody:x:65534:\n' >"$r/etc/group"
 
 tar --numeric-owner --owner=0 --group=0 -C "$r" -c . \
   | docker import \

@@ -14,6 +14,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../../.." && pwd)
 IMAGE=minikubelet.test/grpc-health:1
 HASH_LABEL=minikubelet.test/build-hash
+# shellcheck source=scripts/images/python-rootfs.sh
+source "$HERE/../python-rootfs.sh"
 
 [[ $# -ge 1 ]] || { echo "usage: $0 DOCKER_HOST_URL [--force]" >&2; exit 2; }
 export DOCKER_HOST=$1
@@ -27,12 +29,8 @@ for pkg in grpc grpc_health google/protobuf typing_extensions.py; do
   [[ -e $SITE/$pkg ]] || { echo "grpc-health: $SITE/$pkg missing (pip install grpcio grpcio-health-checking)" >&2; exit 1; }
 done
 
-pyver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-stdlib=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')
-dynload=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("platstdlib"))')/lib-dynload
-
 build_hash=$(
-  { cat "$HERE/build.sh" "$HERE/server.py"; sha256sum "$PY";
+  { cat "$HERE/build.sh" "$HERE/server.py" "$HERE/../python-rootfs.sh"; sha256sum "$PY";
     cat "$SITE"/grpcio-*.dist-info/RECORD "$SITE"/protobuf-*.dist-info/RECORD 2>/dev/null || true; } \
     | sha256sum | cut -c1-16
 )
@@ -45,39 +43,9 @@ fi
 work=$(mktemp -d /tmp/mkl-grpc-health.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 r=$work/rootfs
-mkdir -p "$r"/{usr/bin,tmp,etc,proc,sys,dev}
-chmod 1777 "$r/tmp"
-cp -L "$PY" "$r/usr/bin/python3"
-
-# The stdlib without what a grpc server never imports (tests, GUIs, installers, build config).
-dest_stdlib=$r/usr/lib/python$pyver
-mkdir -p "$dest_stdlib"
-tar -C "$stdlib" \
-  --exclude=./test --exclude=./idlelib --exclude=./tkinter --exclude=./turtledemo \
-  --exclude=./ensurepip --exclude=./lib2to3 --exclude=./pydoc_data --exclude=./distutils \
-  --exclude='./config-*' --exclude=./site-packages --exclude=./dist-packages \
-  --exclude=./lib-dynload --exclude='__pycache__' -c . | tar -C "$dest_stdlib" -x
-# Debian's interpreter looks for packages in /usr/lib/python3/dist-packages.
-dest_site=$r/usr/lib/python3/dist-packages
-mkdir -p "$dest_stdlib/lib-dynload" "$dest_site"
-cp -L "$dynload"/*.so "$dest_stdlib/lib-dynload/"
-for pkg in grpc grpc_health google typing_extensions.py; do
-  cp -rL "$SITE/$pkg" "$dest_site/"
-done
-find "$r/usr/lib" -name __pycache__ -prune -exec rm -rf {} +
-
-# Shared libraries of the interpreter and of every extension module, at the paths ldd prints.
-deps() { ldd "$1" 2>/dev/null | awk '/=> \// { print $3 } /^[[:space:]]*\/[^ ]+ \(/ { print $1 }'; }
-mapfile -t libs < <(
-  { deps "$PY"; find "$r/usr/lib" -name '*.so' -print0 | while IFS= read -r -d '' so; do deps "$so"; done; } | sort -u
-)
-for f in "${libs[@]}"; do
-  [[ -n $f ]] && cp -L --parents "$f" "$r/"
-done
+python_rootfs "$r" "$PY" "$SITE" grpc grpc_health google typing_extensions.py
 
 cp "$HERE/server.py" "$r/server.py"
-printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$r/etc/passwd"
-printf 'root:x:0:\nnobody:x:65534:\n' >"$r/etc/group"
 
 tar --numeric-owner --owner=0 --group=0 -C "$r" -c . \
   | docker import \
