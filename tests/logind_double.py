@@ -22,7 +22,6 @@ import configparser
 import contextlib
 import glob
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,20 +32,7 @@ from dbus_fast.aio import MessageBus
 from dbus_fast.annotations import DBusSignature
 from dbus_fast.service import ServiceInterface, dbus_property, method, signal
 
-_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={socket}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-"""
+from tests.private_bus import PrivateBus
 
 DEFAULT_INHIBIT_DELAY_MAX = 5.0  # logind's default InhibitDelayMaxSec
 
@@ -108,29 +94,20 @@ class LogindDouble:
                  rereads_config: bool = True) -> None:
         self.workdir = workdir
         self.rereads_config = rereads_config  # False: a logind that ignores SIGHUP (its drop-ins never apply)
-        self.socket = str(workdir / "system_bus_socket")
-        self.address = f"unix:path={self.socket}"
+        self.private_bus = PrivateBus(workdir)
+        self.socket = self.private_bus.socket
+        self.address = self.private_bus.address
         self.conf_dir = str(workdir / "logind.conf.d")
         self.default_delay = inhibit_delay_max
         self.inhibit_delay_max = inhibit_delay_max
         self.inhibitors: list[Inhibitor] = []
         self.kill_units: list[tuple[str, str, int]] = []
         self.released = asyncio.Event()  # set whenever an inhibitor goes
-        self._daemon: asyncio.subprocess.Process | None = None
         self._bus: MessageBus | None = None
         self._login1 = _Login1(self)
 
     async def start(self) -> LogindDouble:
-        daemon = shutil.which("dbus-daemon")
-        assert daemon, "dbus-daemon is missing (apt-get install dbus-daemon)"
-        config = self.workdir / "system.conf"
-        config.write_text(_BUS_CONFIG.format(socket=self.socket))
-        self._daemon = await asyncio.create_subprocess_exec(
-            daemon, f"--config-file={config}", "--nofork", "--nopidfile", "--print-address",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        assert self._daemon.stdout is not None
-        line = await asyncio.wait_for(self._daemon.stdout.readline(), 10)
-        assert line.startswith(b"unix:"), line
+        await self.private_bus.start()
         self._bus = bus = await MessageBus(bus_address=self.address, negotiate_unix_fd=True).connect()
         bus.export("/org/freedesktop/login1", self._login1)
         bus.add_message_handler(self._on_inhibit)
@@ -216,6 +193,4 @@ class LogindDouble:
         if self._bus is not None:
             self._bus.disconnect()
             self._bus = None
-        if self._daemon is not None and self._daemon.returncode is None:
-            self._daemon.terminate()
-            await self._daemon.wait()
+        await self.private_bus.stop()

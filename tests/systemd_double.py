@@ -22,7 +22,6 @@ tested in the VM lab (docs/install.md).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,21 +32,8 @@ from dbus_fast.annotations import DBusSignature
 from dbus_fast.service import ServiceInterface, method, signal
 
 from cgroups.naming import expand_slice
+from tests.private_bus import PrivateBus
 
-_BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>system</type>
-  <listen>unix:path={socket}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
-</busconfig>
-"""
 # the types systemd's transient unit properties have (src/core/dbus-cgroup.c, dbus-unit.c)
 PROPERTY_TYPES = {"Description": "s", "Wants": "as", "DefaultDependencies": "b", "MemoryAccounting": "b",
                   "CPUAccounting": "b", "TasksAccounting": "b", "CPUWeight": "t", "CPUShares": "t",
@@ -139,28 +125,19 @@ class SystemdDouble:
     def __init__(self, workdir: Path, cgroup_root: Path) -> None:
         self.workdir = workdir
         self.cgroup_root = cgroup_root
-        self.socket = str(workdir / "system_bus_socket")
-        self.address = f"unix:path={self.socket}"
+        self.private_bus = PrivateBus(workdir)
+        self.socket = self.private_bus.socket
+        self.address = self.private_bus.address
         self.calls: list[tuple[str, str, Props]] = []
         self.units: dict[str, Props] = {}
         self.fail: set[str] = set()
-        self._daemon: asyncio.subprocess.Process | None = None
         self._bus: MessageBus | None = None
 
     def path(self, unit: str) -> Path:
         return self.cgroup_root / expand_slice(unit).lstrip("/")
 
     async def start(self) -> None:
-        config = self.workdir / "bus.conf"
-        config.write_text(_BUS_CONFIG.format(socket=self.socket))
-        # --print-address: the daemon prints its address once it listens (the socket file exists a bit earlier)
-        self._daemon = await asyncio.create_subprocess_exec("dbus-daemon", f"--config-file={config}", "--nofork",
-                                                            "--nopidfile", "--print-address=1",
-                                                            stdout=asyncio.subprocess.PIPE)
-        assert self._daemon.stdout is not None
-        line = await asyncio.wait_for(self._daemon.stdout.readline(), 10)
-        if not line:
-            raise RuntimeError("dbus-daemon exited before it listened")
+        await self.private_bus.start()
         self._bus = await MessageBus(bus_address=self.address).connect()
         self._bus.export("/org/freedesktop/systemd1", _Manager(self))
         await self._bus.request_name("org.freedesktop.systemd1")
@@ -168,7 +145,4 @@ class SystemdDouble:
     async def stop(self) -> None:
         if self._bus is not None:
             self._bus.disconnect()
-        if self._daemon is not None and self._daemon.returncode is None:
-            self._daemon.terminate()
-            with contextlib.suppress(ProcessLookupError):
-                await self._daemon.wait()
+        await self.private_bus.stop()
