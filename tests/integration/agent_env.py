@@ -315,8 +315,9 @@ async def stop_and_clean(a: AgentProcess, docker: aiodocker.Docker) -> None:
         a._log_fh.close()
     await _remove_pod_containers(docker, a.node, a.root)
     _unmount_under(a.root)
-    # runc removes a deleted container's cgroups asynchronously; retry until the tree is gone
-    for _ in range(50):
+    # runc removes a deleted container's cgroups asynchronously (seconds on a busy host: 5 s of retries left a
+    # pod cgroup behind now and then); retry until the tree is gone
+    for _ in range(300):
         if _remove_cgroups(a.cgroup_root):
             break
         await asyncio.sleep(0.1)
