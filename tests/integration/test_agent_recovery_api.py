@@ -87,14 +87,22 @@ async def test_api_outage_kills_nothing_and_catches_up(tmp_path: Path, api: ApiS
         assert ready_condition(node)["reason"] == "KubeletReady"
         await a.wait_for("bumpy's restarts in the API", lambda: api_pod_running(admin, "bumpy", 2), timeout=30)
 
-        def first(method: str, path: str) -> float:
-            """Seconds from the restart to the agent's first such request (the server's own log)."""
-            return next(t for (user, m, p), t in zip(api.handler.requests[i0:], api.handler.request_times[i0:],
-                                                    strict=True)
-                        if user == f"system:node:{a.node}" and m == method and p.startswith(path)) - back_at
+        async def first(method: str, path: str) -> float:
+            """Seconds from the restart to the agent's first such request (the server's own log), waiting for
+            it: the pod status may well reach the API before the lease's backoff (up to 7 s) runs out."""
+            def seen() -> float | None:
+                return next((t for (user, m, p), t in zip(api.handler.requests[i0:],
+                                                          api.handler.request_times[i0:], strict=True)
+                             if user == f"system:node:{a.node}" and m == method and p.startswith(path)), None)
 
-        ready_after = first("PATCH", f"/api/v1/nodes/{a.node}/status")
-        lease_after = first("PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{a.node}")
+            async def check() -> float | None:
+                return seen()
+
+            at: float = await a.wait_for(f"{method} {path}", check, timeout=30, interval=0.2)
+            return at - back_at
+
+        ready_after = await first("PATCH", f"/api/v1/nodes/{a.node}/status")
+        lease_after = await first("PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{a.node}")
         print(f"outage {back_at - stopped_at:.0f} s; node status {ready_after:.1f} s and lease {lease_after:.1f} s after")
         # the next status sync comes within one nodeStatusUpdateFrequency (10 s, +4 % jitter, as upstream's
         # JitterUntil); the lease's retry backoff is capped at 7 s
