@@ -219,19 +219,6 @@ def simple_pod(name: str, containers: list[dict[str, Any]], **spec: Any) -> dict
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {"containers": containers, **spec}}
 
 
-class DieEvents:
-    """The engine's `die` events for some containers, subscribed to now (aiodocker's events API is untyped)."""
-
-    def __init__(self, d: aiodocker.Docker, *container_ids: str) -> None:
-        self._sub = d.events.subscribe(  # type: ignore[no-untyped-call]
-            filters={"event": ["die"], "container": list(container_ids)})
-
-    async def get(self) -> dict[str, Any]:
-        """The next event: a Docker event message (JSON)."""
-        event: dict[str, Any] = await self._sub.get()
-        return event
-
-
 @pytest.fixture
 async def docker() -> AsyncIterator[aiodocker.Docker]:
     d = aiodocker.Docker(url=docker_host())
