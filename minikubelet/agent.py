@@ -26,6 +26,7 @@ from minikubelet.base import podview
 from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
+from minikubelet.base.quantity import to_bytes
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig, feature_enabled, not_implemented_warnings
 from minikubelet.events import (
@@ -76,6 +77,7 @@ from minikubelet.worker.backoff import (
     Backoff,
     BackoffCheckpoint,
 )
+from minikubelet.worker.container_log_manager import ContainerLogManager, LogReopener, LogRotatePolicy
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.dns import DNSSettings
@@ -118,6 +120,8 @@ class Agent:
         self.network_runtime = runtime if isinstance(runtime, PodNetworkRuntime) else None
         # A CRI runtime's own conditions (RuntimeReady, NetworkReady) feed the node's Ready condition.
         self.conditions = runtime if isinstance(runtime, ConditionsRuntime) else None
+        # A CRI runtime's log files are the kubelet's to rotate (Docker rotates its own json-file logs).
+        reopener = runtime if isinstance(runtime, LogReopener) else None
         runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
@@ -163,6 +167,10 @@ class Agent:
 
         self.workers = PodWorkers(make_worker, on_finished=self._worker_finished)
         self.container_gc = ContainerGC(runtime, self.clock, self.containers.logs, self.workers.uids)
+        self.log_rotation = None if reopener is None else ContainerLogManager(
+            runtime, reopener.reopen_container_log, self.clock,
+            LogRotatePolicy(to_bytes(config.container_log_max_size), config.container_log_max_files),
+            config.container_log_max_workers, config.container_log_monitor_interval)
         admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates)
         self.image_gc = ImageGC(runtime, self.clock, ImageGCPolicy(
             config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
@@ -656,6 +664,8 @@ class Agent:
                     *([tg.create_task(self.url_source.run(), name="url-pods")] if self.url_source else []),
                     tg.create_task(self._housekeeping(), name="housekeeping"),
                     tg.create_task(self.container_gc.run(), name="container-gc"),
+                    *([tg.create_task(self.log_rotation.run(), name="container-log-manager")]
+                      if self.log_rotation else []),
                     tg.create_task(self._orphan_sweep(), name="orphan-sweep"),
                     tg.create_task(self.stats.run(), name="stats-housekeeping"),
                     tg.create_task(self.eviction.run(), name="eviction-manager"),

@@ -53,6 +53,8 @@ class KubeletConfig:
     pod_logs_dir: str = "/var/log/pods"
     container_log_max_size: str = "10Mi"
     container_log_max_files: int = 5
+    container_log_max_workers: int = 1
+    container_log_monitor_interval: float = 10.0
     legacy_container_logs_dir: str = "/var/log/containers"
     root_dir: str = "/var/lib/minikubelet"
     pod_infra_container_image: str = "registry.k8s.io/pause:3.10"
@@ -419,6 +421,13 @@ def _eviction_minimum_reclaim(value: object) -> dict[str, str]:
     return out
 
 
+def _log_monitor_interval(value: object) -> float:
+    seconds = _duration(value)
+    if seconds < 3:
+        raise ValueError(f"must be a positive time duration greater than or equal to 3s, got {value!r}")
+    return seconds
+
+
 def _non_negative_duration(value: object) -> float:
     seconds = _duration(value)
     if seconds < 0:
@@ -643,6 +652,8 @@ _FIELDS = (
     _Field("pod_logs_dir", "podLogsDir", None, _absolute_path),
     _Field("container_log_max_size", "containerLogMaxSize", None, _log_max_size),
     _Field("container_log_max_files", "containerLogMaxFiles", None, _int_between(2, _INT32_MAX)),
+    _Field("container_log_max_workers", "containerLogMaxWorkers", None, _int_between(1, _INT32_MAX)),
+    _Field("container_log_monitor_interval", "containerLogMonitorInterval", None, _log_monitor_interval),
     # not upstream's (a constant there): lets tests and lab hosts keep the links out of /var/log
     _Field("legacy_container_logs_dir", "legacyContainerLogsDir", None, _absolute_path),
     _Field("root_dir", "rootDir", "--root-dir", _absolute_path, "Directory for the agent's state (volumes, checkpoints)."),

@@ -43,6 +43,7 @@ def test_defaults_without_file_or_flags() -> None:
     assert config.enforce_node_allocatable == ("pods",)
     assert (config.max_pods, config.pod_pids_limit) == (110, -1)
     assert (config.container_log_max_size, config.container_log_max_files) == ("10Mi", 5)
+    assert (config.container_log_max_workers, config.container_log_monitor_interval) == (1, 10.0)
     assert (config.pod_logs_dir, config.legacy_container_logs_dir) == ("/var/log/pods", "/var/log/containers")
 
 
@@ -66,6 +67,8 @@ enforceNodeAllocatable: [pods, kube-reserved]
 cpuCFSQuota: false
 containerLogMaxSize: 100Ki
 containerLogMaxFiles: 2
+containerLogMaxWorkers: 3
+containerLogMonitorInterval: 1m
 legacyContainerLogsDir: /tmp/legacy
 logging: {verbosity: 4}
 """)
@@ -83,6 +86,7 @@ logging: {verbosity: 4}
     assert config.enforce_node_allocatable == ("pods", "kube-reserved")
     assert config.cpu_cfs_quota is False
     assert (config.container_log_max_size, config.container_log_max_files) == ("100Ki", 2)
+    assert (config.container_log_max_workers, config.container_log_monitor_interval) == (3, 60.0)
     assert config.legacy_container_logs_dir == "/tmp/legacy"
     assert config.verbosity == 4
 
@@ -167,6 +171,8 @@ def test_wrong_api_version_or_kind_is_an_error(tmp_path: Path, header: str, need
         ("containerLogMaxSize: 10 megs", "containerLogMaxSize: must be a positive quantity"),
         ("containerLogMaxSize: '-1Mi'", "containerLogMaxSize: must be a positive quantity"),
         ("containerLogMaxFiles: 1", "containerLogMaxFiles: must be an integer between 2"),
+        ("containerLogMaxWorkers: 0", "containerLogMaxWorkers: must be an integer between 1"),
+        ("containerLogMonitorInterval: 2s", "containerLogMonitorInterval: must be a positive time duration greater"),
         ("legacyContainerLogsDir: logs", "legacyContainerLogsDir: must be an absolute path"),
     ],
 )
