@@ -221,6 +221,10 @@ class LogReader:
                         continue
                     return
             rotated = self._rotated(fd)
+            if rotated is not None and os.fstat(fd).st_size > pos:
+                # The old file's last lines, written before the runtime reopened its log: read them first.
+                os.close(rotated)
+                continue
             if rotated is not None:
                 os.close(os.dup2(rotated, fd))
                 pos = 0

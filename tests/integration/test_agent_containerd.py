@@ -5,6 +5,11 @@ test_agent_static_pods.py and test_agent_gc_logs.py."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import gzip
+import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +22,8 @@ from cri.remote import RemoteRuntime
 from cri.types import ContainerState
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env, cri_runtime
-from tests.integration.agent_env import AgentProcess, cstatus, simple_pod, stop_and_clean
+from tests.integration.agent_env import AgentProcess, cstatus, free_port, simple_pod, stop_and_clean
+from tests.integration.test_agent_kubelet_api import write_pki
 
 pytestmark = pytest.mark.integration
 cri_endpoint = cri_runtime.cri_endpoint
@@ -109,3 +115,67 @@ async def test_static_pod_on_containerd_survives_agent_kill9(agent: ContainerdAg
     assert {n: cstatus(again, n)["containerID"].removeprefix("containerd://") for n in ids} == ids
     assert all(cstatus(again, n)["restartCount"] == 0 for n in ids)
     assert again["metadata"]["uid"] == uid
+
+
+ROTATED = re.compile(r"0\.log\.\d{8}-\d{6}(\.gz)?")
+PAD = "x" * 200
+
+
+async def test_the_agent_rotates_the_cri_log_and_still_serves_it(
+    tmp_path: Path, agent: ContainerdAgent
+) -> None:
+    ca, ctx = write_pki(tmp_path)
+    port = free_port()
+    agent.extra = {"port": port, "authentication": {"x509": {"clientCAFile": str(ca)}},
+                   "authorization": {"mode": "AlwaysAllow"}, "containerLogMaxSize": "64Ki",
+                   "containerLogMaxFiles": 3, "containerLogMonitorInterval": "3s"}
+    # about 40 kB/s of numbered lines: over 64 KiB at every 3 s check
+    agent.put("chatty.yaml", simple_pod("chatty", [{"name": "app", "command": [
+        "sh", "-c", f"i=0; while true; do i=$((i+1)); echo \"$i {PAD}\"; usleep 5000; done"]}],
+        terminationGracePeriodSeconds=1))
+    agent.start()
+    pod = await agent.wait_pod("chatty", ready, "Ready", timeout=60)
+    name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+    log_dir = agent.logs / f"default_{name}_{uid}" / "app"
+    url = f"https://127.0.0.1:{port}/containerLogs/default/{name}/app"
+    followed: list[int] = []
+
+    async def follow(session: aiohttp.ClientSession) -> None:
+        async with session.get(url + "?follow=true", ssl=ctx) as r:
+            assert r.status == 200
+            async for line in r.content:
+                followed.append(int(line.split(b" ", 1)[0]))
+
+    most_files = 0
+    async with aiohttp.ClientSession() as session:
+        follower = asyncio.create_task(follow(session))
+        try:
+            async def rotated_twice() -> bool:
+                nonlocal most_files
+                names = [n for n in os.listdir(log_dir) if not n.endswith(".tmp")]  # a compression under way
+                assert all(n == "0.log" or ROTATED.fullmatch(n) for n in names), names
+                most_files = max(most_files, len(names))
+                assert len(names) <= 3, names  # containerLogMaxFiles, the live log included
+                return any(n.endswith(".gz") for n in names) and len(names) == 3
+
+            await agent.wait_for("two rotations (one of them gzipped)", rotated_twice, timeout=40)
+            await asyncio.sleep(3.5)  # one rotation more: the oldest one goes
+            assert await rotated_twice()
+        finally:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+        # Served from the live file only (as upstream): it starts after the rotated lines, with no gap.
+        async with session.get(url, ssl=ctx) as r:
+            assert r.status == 200
+            served = [int(line.split(" ", 1)[0]) for line in (await r.text()).splitlines()]
+    assert served and served[0] > 1 and served == list(range(served[0], served[0] + len(served)))
+    # A follow spanning the rotations saw every line once, in order.
+    assert len(followed) > 3 * 64 * 1024 // (len(PAD) + 40)
+    assert followed == list(range(followed[0], followed[0] + len(followed))), followed[-5:]
+    gz = sorted(log_dir.glob("0.log.*.gz"))
+    records = gzip.decompress(gz[-1].read_bytes()).decode().splitlines()
+    assert records[0].split(" ")[1:3] == ["stdout", "F"]  # the CRI format, compressed as is
+    written = followed[-1] * (len(PAD) + 40)
+    on_disk = sum(p.stat().st_size for p in log_dir.iterdir())
+    assert on_disk < written / 2, (on_disk, written)
