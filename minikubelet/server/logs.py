@@ -226,7 +226,8 @@ class LogReader:
                 os.close(rotated)
                 continue
             if rotated is not None:
-                os.close(os.dup2(rotated, fd))
+                os.dup2(rotated, fd)
+                os.close(rotated)
                 pos = 0
                 pending = b""
                 continue

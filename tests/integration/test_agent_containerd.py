@@ -6,7 +6,6 @@ test_agent_static_pods.py and test_agent_gc_logs.py."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gzip
 import os
 import re
@@ -163,8 +162,8 @@ async def test_the_agent_rotates_the_cri_log_and_still_serves_it(
             assert await rotated_twice()
         finally:
             follower.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await follower
+            ended = (await asyncio.gather(follower, return_exceptions=True))[0]
+        assert isinstance(ended, asyncio.CancelledError), f"the follow ended early: {ended!r}"
         # Served from the live file only (as upstream): it starts after the rotated lines, with no gap.
         async with session.get(url, ssl=ctx) as r:
             assert r.status == 200

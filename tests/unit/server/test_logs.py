@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,40 @@ async def test_plain_tail_since_and_limit(tmp_path: Path, make: object) -> None:
 async def test_follow_ends_once_the_container_stopped_and_reads_the_rest(tmp_path: Path) -> None:
     path = cri_file(tmp_path)
     assert len(await read(path, LogOptions(follow=True), running=False)) == len(LINES)
+
+
+async def test_follow_reads_on_across_rotations(tmp_path: Path) -> None:
+    path = tmp_path / "0.log"
+    stamp = b"2026-11-22T22:46:37.036219043Z stdout F "
+    path.write_bytes(stamp + b"1\n")
+    out: list[bytes] = []
+    running = True
+
+    async def write(data: bytes) -> None:
+        out.append(data)
+
+    async def is_running() -> bool:
+        return running
+
+    reader = asyncio.create_task(LogReader(str(path), LogOptions(follow=True), write, is_running, poll=0.01,
+                                           state_check=0.05).copy())
+    n = 1
+    for rotation in range(3):
+        await asyncio.sleep(0.05)
+        with open(path, "ab") as old:
+            os.rename(path, f"{path}.{rotation}")  # the kubelet renames; the runtime writes on until it reopens
+            n += 1
+            old.write(stamp + str(n).encode() + b"\n")
+            old.flush()
+            await asyncio.sleep(0.05)
+            n += 1
+            old.write(stamp + str(n).encode() + b"\n")
+        n += 1
+        path.write_bytes(stamp + str(n).encode() + b"\n")  # ReopenContainerLog: a new file at the path
+    await asyncio.sleep(0.05)
+    running = False
+    await asyncio.wait_for(reader, 5)
+    assert out == [str(i).encode() + b"\n" for i in range(1, n + 1)]
 
 
 async def test_partial_cri_lines_are_joined() -> None:
