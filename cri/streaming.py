@@ -55,6 +55,16 @@ class AttachingRuntime(Protocol):
         """Attach to the running container's own stdio. `tty` is how the container was created (its output is
         then one raw stream). Raises NotFoundError, or RuntimeError_ when the runtime
         refuses (a container that is not running)."""
+class ForwardReader(asyncio.StreamReader):
+    """The pod side of a forwarded connection whose failure can come after it opened (a CRI runtime's streaming
+    server dials the port only once the streams exist): `error` holds the runtime's text, complete at EOF."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.error = ""
+        self.pump: asyncio.Task[None] | None = None
+
+
 class PortForwardError(Exception):
     """The runtime could not connect to the port inside the pod; the text goes to the client's error stream."""
 

@@ -16,7 +16,6 @@ from typing import TypeVar
 import grpc
 
 from cri.conditions import RuntimeCondition
-from cri.docker.port_forward import connect_in_netns
 from cri.errors import (
     CreateContainerError,
     ImagePullError,
@@ -29,6 +28,7 @@ from cri.remote import convert
 from cri.remote.client import Channel, call, translate
 from cri.remote.events import DELETED, Note, container_events
 from cri.remote.log_file import read_log
+from cri.remote.port_forward import forward
 from cri.remote.streaming import SpdySession, open_stream
 from cri.remote.v1 import api_pb2 as pb
 from cri.streaming import PortForwardError
@@ -312,15 +312,16 @@ class RemoteRuntime:
         return await open_stream(resp.url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
 
     async def port_forward(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        """cri.streaming.PortForwardRuntime: localhost:port in the sandbox's network namespace, connected from here
-        (what the runtime's streaming server would do behind its PortForward URL)."""
+        """cri.streaming.PortForwardRuntime: CRI PortForward, then one connection through the runtime's streaming
+        URL (cri/remote/port_forward.py); the runtime's error text, if any, is on the returned ForwardReader."""
         try:
-            status = await self.pod_sandbox_status(sandbox_id)
+            resp = await call(self._channel.runtime.PortForward(
+                pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=[port])))
         except NotFoundError as exc:
             raise PortForwardError(f'failed to find sandbox "{sandbox_id}" in store: {exc}') from None
-        if not status.network_namespace:
-            raise PortForwardError(f"sandbox {sandbox_id} is not running")
-        return await connect_in_netns(status.network_namespace, port, sandbox_id)
+        except RuntimeError_ as exc:
+            raise PortForwardError(str(exc)) from None
+        return await forward(resp.url, port)
 
     async def container_stats(self, container_id: str) -> ContainerStats:
         resp = await call(self._channel.runtime.ContainerStats(pb.ContainerStatsRequest(container_id=container_id)))

@@ -167,7 +167,8 @@ class SpdySession:
                 self._output.put_nowait(None)
 
 
-async def _upgrade(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def upgrade(url: str, protocol: str = PROTOCOL) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """POST to the streaming URL with `Upgrade: SPDY/3.1` and the stream protocol; the connection after the 101."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise RuntimeError_(f"the runtime's streaming URL {url!r} is not http(s)")
@@ -176,7 +177,7 @@ async def _upgrade(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter
     reader, writer = await asyncio.open_connection(parts.hostname, port, ssl=ctx)
     target = parts.path + (f"?{parts.query}" if parts.query else "")
     head = [f"POST {target or '/'} HTTP/1.1", f"Host: {parts.netloc}", "Content-Length: 0",
-            "Connection: Upgrade", "Upgrade: SPDY/3.1", f"X-Stream-Protocol-Version: {PROTOCOL}"]
+            "Connection: Upgrade", "Upgrade: SPDY/3.1", f"X-Stream-Protocol-Version: {protocol}"]
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
     try:
         raw = await reader.readuntil(b"\r\n\r\n")
@@ -188,8 +189,8 @@ async def _upgrade(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter
                                 f"{body[:512].decode(errors='replace').strip()}")
         negotiated = [line.split(":", 1)[1].strip() for line in lines[1:]
                       if line.lower().startswith("x-stream-protocol-version:")]
-        if negotiated != [PROTOCOL]:
-            raise RuntimeError_(f"the runtime's streaming server did not agree on {PROTOCOL}: {negotiated}")
+        if negotiated != [protocol]:
+            raise RuntimeError_(f"the runtime's streaming server did not agree on {protocol}: {negotiated}")
     except BaseException:
         writer.close()
         raise
@@ -203,7 +204,7 @@ async def open_stream(url: str, *, stdin: bool, stdout: bool, stderr: bool, tty:
                                          ("resize", tty)) if on]
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
-            reader, writer = await _upgrade(url)
+            reader, writer = await upgrade(url)
     except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
         raise RuntimeError_(f"cannot connect to the runtime's streaming server at {url}: {exc}") from exc
     session = SpdySession(reader, writer, kinds)

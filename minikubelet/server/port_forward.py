@@ -23,7 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from cri import spdy
 from cri.spdy import Headers, RstStatus
-from cri.streaming import PortForwardError
+from cri.streaming import ForwardReader, PortForwardError
 from minikubelet.server.streaming.channel_codec import ChannelData, PortForwardLayout
 from minikubelet.server.streaming.channels import ChannelWebSocket
 from minikubelet.server.streaming.connection import SpdyConnection, SpdyStream
@@ -155,6 +155,11 @@ class DataEnd(Protocol):
         """The pod side ended."""
 
 
+def runtime_error(reader: asyncio.StreamReader) -> str:
+    """The error a CRI runtime reported on its own error stream after the connection opened ('' if none)."""
+    return reader.error if isinstance(reader, ForwardReader) else ""
+
+
 async def pipe(end: DataEnd, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                grace: float = HALF_CLOSE_GRACE) -> None:
     """Copy both ways until both ended, or one ended and the other did not within `grace`."""
@@ -168,7 +173,8 @@ async def pipe(end: DataEnd, reader: asyncio.StreamReader, writer: asyncio.Strea
     async def to_client() -> None:
         while data := await reader.read(READ_SIZE):
             await end.write(data)
-        await end.close()
+        if not runtime_error(reader):
+            await end.close()  # else the caller reports the error first
 
     tasks = [asyncio.create_task(to_pod()), asyncio.create_task(to_client())]
     try:
@@ -228,6 +234,13 @@ async def _forward_pair(conn: SpdyConnection, pair: StreamPair[SpdyStream], targ
             await error.reset(RstStatus.CANCEL)
             return
         await pipe(_SpdyEnd(data), reader, writer, target.grace)
+        if failure := runtime_error(reader):
+            # A CRI runtime's streaming server dials only now; its text is upstream's whole message already.
+            log.info("%s", failure[:300])
+            await error.write(failure.encode())
+            await data.reset(RstStatus.CANCEL)
+            await error.reset(RstStatus.CANCEL)
+            return
         await data.close()
         await error.close()
     except (ConnectionError, OSError) as exc:
@@ -359,6 +372,9 @@ async def serve_websocket_port_forward(ws: ChannelWebSocket, ports: tuple[int, .
                               forward_error(port, target.pod, target.uid, str(exc)).encode())
             return
         await pipe(ends[i], reader, writer, target.grace)
+        if failure := runtime_error(reader):
+            with contextlib.suppress(ConnectionError, OSError):
+                await ws.send(layout.error_channel(i), failure.encode())
 
     async def receive() -> None:
         try:

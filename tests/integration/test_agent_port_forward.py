@@ -29,9 +29,13 @@ docker = agent_env.docker
 PAGES = {"/": b"hello from busybox httpd\n", "/two.html": b"second page\n"}
 HTTPD = ("mkdir -p /www && echo 'hello from busybox httpd' > /www/index.html && echo 'second page' > /www/two.html"
          " && exec httpd -f -p 8080 -h /www")
-REFUSED = re.compile(r'error forwarding port 8081 to pod [0-9a-f]{64}, uid : failed to connect to localhost:8081 '
+# On containerd the text is the runtime's own (through its streaming URL): wrapped in its netns step, and with no
+# IPv6 in the pod `localhost` has no ::1 to dial.
+REFUSED = re.compile(r'error forwarding port 8081 to pod [0-9a-f]{64}, uid : '
+                     r'(failed to execute portforward in network namespace "[^"]+": )?failed to connect to localhost:8081 '
                      r'inside namespace "[0-9a-f]{64}", IPv4: dial tcp4 127.0.0.1:8081: connect: connection refused '
-                     r'IPv6 dial tcp6 \[::1\]:8081: connect: (connection refused|cannot assign requested address) ')
+                     r'IPv6 dial tcp6(: address localhost: no suitable address found| \[::1\]:8081: connect: '
+                     r'(connection refused|cannot assign requested address)) ')
 
 
 async def fetch(client: SpdyClient, request_id: int, path: str, port: int = 8080) -> tuple[bytes, bytes, bool]:

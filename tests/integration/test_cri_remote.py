@@ -18,7 +18,7 @@ from cri.conditions import condition_errors
 from cri.errors import NotFoundError
 from cri.remote import RemoteRuntime
 from cri.remote.streaming import SpdySession
-from cri.streaming import STDERR, STDOUT, PortForwardError
+from cri.streaming import STDERR, STDOUT, ForwardReader, PortForwardError
 from cri.types import (
     ContainerConfig,
     ContainerMeta,
@@ -96,8 +96,13 @@ async def test_pod_network_dns_host_port_and_port_forward(remote_runtime: Remote
     await writer.drain()
     assert b"hello-from-cri" in await asyncio.wait_for(reader.read(), 10.0)
     writer.close()
-    with pytest.raises(PortForwardError, match="refused"):
-        await rt.port_forward(sandbox_id, 81)
+    # Through the runtime's streaming URL the refusal comes after the connection opened, on the error stream.
+    reader, writer = await rt.port_forward(sandbox_id, 81)
+    assert await asyncio.wait_for(reader.read(), 10.0) == b""
+    assert isinstance(reader, ForwardReader)
+    assert reader.error.startswith(f"error forwarding port 81 to pod {sandbox_id}, uid : ")
+    assert "connection refused" in reader.error
+    writer.close()
     await rt.stop_pod_sandbox(sandbox_id)
     with pytest.raises(PortForwardError, match="not running"):
         await rt.port_forward(sandbox_id, 80)
