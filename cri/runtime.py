@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from cri.types import (
     AuthConfig,
@@ -95,6 +95,13 @@ class ImageService(Protocol):
     async def list_images(self) -> list[Image]: ...
 
     async def remove_image(self, image: str) -> None: ...
+
+
+@runtime_checkable
+class ContainerStatsRuntime(Protocol):
+    """Optional: CRI ListContainerStats, every container's stats in one call (a CRI runtime; Docker has none)."""
+
+    async def list_container_stats(self) -> list[ContainerStats]: ...
 
 
 class Runtime(RuntimeService, ImageService, Protocol):

@@ -273,3 +273,8 @@ class ContainerStats:
     cpu_usage_core_nanoseconds: int = 0
     memory_working_set_bytes: int = 0
     memory_usage_bytes: int = 0
+    # The container's writable layer (CRI WritableLayer), when the runtime reports it.
+    writable_layer_used_bytes: int | None = None
+    writable_layer_inodes_used: int | None = None
+    writable_layer_mountpoint: str = ""  # the filesystem holding it (its FilesystemIdentifier)
+    writable_layer_timestamp: float = 0.0

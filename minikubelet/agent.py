@@ -18,7 +18,7 @@ from cgroups.detect import detect_cgroup_version
 from cri.conditions import ConditionsRuntime, condition_errors
 from cri.instrumented import InstrumentedRuntime
 from cri.network import PodNetworkRuntime
-from cri.runtime import Runtime
+from cri.runtime import ContainerStatsRuntime, Runtime
 from cri.streaming import StreamingRuntime
 from cri.timeouts import RequestTimeoutRuntime
 from minikubelet import KUBERNETES_VERSION, __version__
@@ -122,6 +122,8 @@ class Agent:
         self.conditions = runtime if isinstance(runtime, ConditionsRuntime) else None
         # A CRI runtime's log files are the kubelet's to rotate (Docker rotates its own json-file logs).
         reopener = runtime if isinstance(runtime, LogReopener) else None
+        # A CRI runtime's ListContainerStats gives the containers' writable layers for /stats/summary.
+        self._cri_stats = runtime.list_container_stats if isinstance(runtime, ContainerStatsRuntime) else None
         runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
         self.node_name = node_name(config.hostname_override)
@@ -606,7 +608,7 @@ class Agent:
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir,
                                    self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None,
                                    sandbox_image=cfg.pod_infra_container_image,
-                                   image_fs_path=runtime_config.image_fs_path)
+                                   image_fs_path=runtime_config.image_fs_path, cri_stats=self._cri_stats)
         self._start_memcg_notifiers()
         self.server.stats = StatsHandlers(self.stats)
         log.info("starting minikubelet", extra={"kv": {

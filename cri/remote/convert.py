@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from cri.remote.v1 import api_pb2 as pb
 from cri.types import (
@@ -341,4 +342,17 @@ def container_stats(stats: pb.ContainerStats) -> ContainerStats:
         cpu_usage_core_nanoseconds=cpu.usage_core_nano_seconds.value,
         memory_working_set_bytes=memory.working_set_bytes.value,
         memory_usage_bytes=memory.usage_bytes.value,
+        **_writable_layer(stats),
     )
+
+
+def _writable_layer(stats: pb.ContainerStats) -> dict[str, Any]:
+    if not stats.HasField("writable_layer"):
+        return {}
+    layer = stats.writable_layer
+    return {
+        "writable_layer_used_bytes": layer.used_bytes.value if layer.HasField("used_bytes") else None,
+        "writable_layer_inodes_used": layer.inodes_used.value if layer.HasField("inodes_used") else None,
+        "writable_layer_mountpoint": layer.fs_id.mountpoint,
+        "writable_layer_timestamp": seconds(layer.timestamp),
+    }

@@ -327,6 +327,11 @@ class RemoteRuntime:
         resp = await call(self._channel.runtime.ContainerStats(pb.ContainerStatsRequest(container_id=container_id)))
         return convert.container_stats(resp.stats)
 
+    async def list_container_stats(self) -> list[ContainerStats]:
+        """cri.runtime.ContainerStatsRuntime: CRI ListContainerStats, every container the runtime has."""
+        resp = await call(self._channel.runtime.ListContainerStats(pb.ListContainerStatsRequest()))
+        return [convert.container_stats(s) for s in resp.stats]
+
     async def container_logs(self, container_id: str, tail: int | None = None) -> bytes:
         """What the runtime wrote to the container's CRI log file (the current one; rotated ones are not read)."""
         status, _ = await self._container_status(container_id)

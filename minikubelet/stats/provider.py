@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import psutil
@@ -22,10 +22,10 @@ from cgroups.v1 import CgroupV1Driver
 from cgroups.v2 import CgroupV2Driver
 from cri.errors import RuntimeError_
 from cri.runtime import Runtime
-from cri.types import ContainerState, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
+from cri.types import ContainerState, ContainerStats, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
 from minikubelet.base.clock import Clock
 from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
-from minikubelet.stats.fs import DirUsage, DirWalk, capacity
+from minikubelet.stats.fs import DirUsage, DirWalk, FsCapacity, capacity
 from minikubelet.stats.interfaces import InterfaceSample
 from minikubelet.stats.network import InterfaceReader
 from minikubelet.stats.snapshot import (
@@ -126,8 +126,13 @@ class StatsProvider:
                  cgroups: CgroupManager | None, files: CgroupFiles | None = None, *,
                  sandbox_image: str = "", interval: float = HOUSEKEEPING_INTERVAL,
                  interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
-                 proc: Path = Path("/proc"), image_fs_path: str = "") -> None:
+                 proc: Path = Path("/proc"), image_fs_path: str = "",
+                 cri_stats: Callable[[], Awaitable[list[ContainerStats]]] | None = None) -> None:
+        """`cri_stats`: a CRI runtime's ListContainerStats, the source of each container's `rootfs` (its writable
+        layer). CPU and memory come from the cgroups either way, as upstream's CRI stats provider overrides the
+        runtime's figures with cAdvisor's (docs/decisions.md)."""
         self.runtime = runtime
+        self._cri_stats = cri_stats
         self.image_fs_path = image_fs_path
         self.clock = clock
         self.node_name = node_name
@@ -150,6 +155,7 @@ class StatsProvider:
         self.snapshot: Snapshot | None = None
         self.passes = 0
         self._lock = asyncio.Lock()
+        self._layers: dict[str, Fs] = {}
 
     async def run(self) -> None:
         """Housekeeping: a snapshot now, then one per interval, forever."""
@@ -190,6 +196,7 @@ class StatsProvider:
             sandboxes, containers = await self._statuses()
             images = await self.runtime.list_images()
             image_bytes = sum(i.size for i in images)
+            self._layers = await self._writable_layers()
             snap = await self._collect(sandboxes, containers, image_bytes)
             self.snapshot = snap
             self.passes += 1
@@ -224,6 +231,26 @@ class StatsProvider:
             rate = usage_nano_cores(prev[1], prev[0], sample.cpu_usage_ns, mono)
         self._previous[literal] = (mono, sample.cpu_usage_ns)
         return Measured(id=literal, time=now, sample=sample, nano_cores=rate)
+
+    async def _writable_layers(self) -> dict[str, Fs]:
+        if self._cri_stats is None:
+            return {}
+        try:
+            stats = await self._cri_stats()
+        except RuntimeError_ as e:
+            log.debug("ListContainerStats failed", extra={"kv": {"err": str(e)}})
+            return {}
+        capacities: dict[str, FsCapacity | None] = {}
+        layers: dict[str, Fs] = {}
+        for s in stats:
+            if s.writable_layer_used_bytes is None and s.writable_layer_inodes_used is None:
+                continue
+            where = s.writable_layer_mountpoint
+            if where and where not in capacities:
+                capacities[where] = capacity(where)
+            layers[s.container_id] = Fs(s.writable_layer_timestamp or self.clock.now(), capacities.get(where),
+                                        s.writable_layer_used_bytes, s.writable_layer_inodes_used)
+        return layers
 
     def _netns_inode(self, path: str) -> int | None:
         try:
@@ -278,7 +305,7 @@ class StatsProvider:
             entries.append(ContainerEntry(
                 name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
                 cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors) if base else None,
-                logs=logs,
+                logs=logs, rootfs=self._layers.get(c.id),
             ))
         network = None
         if sb.network_namespace and self._netns_inode(sb.network_namespace) != self._own_netns:

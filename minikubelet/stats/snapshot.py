@@ -47,6 +47,7 @@ class ContainerEntry:
     start_time: float
     cgroup: Measured | None
     logs: Fs | None = None
+    rootfs: Fs | None = None  # the writable layer, from a CRI runtime's ListContainerStats
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,8 @@ def container(c: ContainerEntry, only_cpu_and_memory: bool) -> Json:
         out["memory"] = memory(c.cgroup)
         if not only_cpu_and_memory:
             _put(out, "io", io(c.cgroup))
+    if not only_cpu_and_memory and c.rootfs is not None:
+        out["rootfs"] = fs(c.rootfs)
     if not only_cpu_and_memory and c.logs is not None:
         out["logs"] = fs(c.logs)
     if c.cgroup is not None:
@@ -119,8 +121,11 @@ def ephemeral_storage(p: PodEntry, time: float) -> Fs | None:
     parts += [v.fs for v in p.volumes]
     root = next((f.capacity for f in parts if f.capacity is not None), None)
     disk = [f for f in parts if f.capacity is None or root is None or f.capacity.capacity == root.capacity]
-    if not parts:
+    # A writable layer counts wherever it lives (on the image filesystem, usually), as upstream adds it.
+    layers = [c.rootfs for c in p.containers if c.rootfs is not None]
+    if not parts and not layers:
         return None
+    disk += layers
     return Fs(time, root, sum(f.used or 0 for f in disk), sum(f.inodes_used or 0 for f in disk))
 
 
