@@ -65,7 +65,8 @@ def ready(p: dict[str, Any]) -> bool:
 WEB = simple_pod("web", [
     {"name": "httpd", "command": ["sh", "-c", "mkdir -p /www && echo ok >/www/healthz && exec httpd -f -p 8080 -h /www"],
      "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1}},
-    {"name": "talker", "command": ["sh", "-c", "echo hello-cri; echo oops >&2; exec sleep 3600"]},
+    {"name": "talker", "command": ["sh", "-c", "head -c 2097152 /dev/zero > /fill; echo hello-cri; echo oops >&2; "
+                                               "exec sleep 3600"]},
 ])
 
 
@@ -101,6 +102,27 @@ async def test_static_pod_on_containerd_survives_agent_kill9(agent: ContainerdAg
     records = [line.split(" ", 1)[1] for line in log.read_text().splitlines()]
     assert sorted(records) == ["stderr F oops", "stdout F hello-cri"]
 
+    # /stats/summary: the writable layer from the CRI (ListContainerStats; containerd refreshes it every 10 s),
+    # CPU and memory from the cgroup, which the CRI's own figures agree with.
+    async def rootfs() -> dict[str, Any] | None:
+        summary = await agent.get_json("/stats/summary")
+        pod = next((p for p in summary["pods"] if p["podRef"]["uid"] == uid), None)
+        c: dict[str, Any] = next((c for c in pod["containers"] if c["name"] == "talker"), {}) if pod else {}
+        return c if c.get("rootfs", {}).get("usedBytes", 0) >= 2 * MiB else None
+
+    talker = await agent.wait_for("the talker's writable layer in /stats/summary", rootfs, timeout=45, interval=1)
+    assert talker["rootfs"]["usedBytes"] < 3 * MiB and talker["rootfs"]["inodesUsed"] >= 1
+    assert talker["rootfs"]["capacityBytes"] >= talker["rootfs"]["availableBytes"] > 0
+    runtime = RemoteRuntime(cri_endpoint)
+    try:
+        cri = await runtime.container_stats(ids["talker"])
+    finally:
+        await runtime.close()
+    assert cri.writable_layer_used_bytes is not None and cri.writable_layer_used_bytes >= 2 * MiB
+    working_set = talker["memory"]["workingSetBytes"]
+    assert working_set > 0 and working_set / 2 <= cri.memory_working_set_bytes <= working_set * 2
+    assert talker["cpu"]["usageCoreNanoSeconds"] > 0
+
     agent.kill9()
     runtime = RemoteRuntime(cri_endpoint)
     try:
@@ -116,6 +138,7 @@ async def test_static_pod_on_containerd_survives_agent_kill9(agent: ContainerdAg
     assert again["metadata"]["uid"] == uid
 
 
+MiB = 2**20
 ROTATED = re.compile(r"0\.log\.\d{8}-\d{6}(\.gz)?")
 PAD = "x" * 200
 

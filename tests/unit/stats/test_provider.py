@@ -10,9 +10,11 @@ import pytest
 
 from cgroups.manager import CgroupManager
 from cgroups.v1 import CgroupV1Driver
+from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
-from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
+from cri.types import ContainerConfig, ContainerMeta, ContainerStats, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import FakeClock
+from minikubelet.stats import summary
 from minikubelet.stats.interfaces import InterfaceSample
 from minikubelet.stats.provider import CgroupFiles, StatsProvider, device_of
 
@@ -246,3 +248,46 @@ async def test_a_pass_yields_to_the_event_loop_while_it_walks(tmp_path: Path, pr
     assert ticks - start >= 2000 // 256  # at least one turn of the loop per walk slice
     (vol,) = snap.pods[0].volumes
     assert vol.fs.inodes_used is not None and vol.fs.inodes_used >= 2000
+
+
+async def test_a_cri_runtime_gives_the_writable_layers(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, _, _, _, cid, _ = await make(tmp_path, proc, clock)
+    layers = tmp_path / "snapshots"
+    layers.mkdir()
+    calls = 0
+
+    async def list_container_stats() -> list[ContainerStats]:
+        nonlocal calls
+        calls += 1
+        return [ContainerStats(cid, clock.now() - 1, cpu_usage_core_nanoseconds=5, writable_layer_used_bytes=12288,
+                               writable_layer_inodes_used=3, writable_layer_mountpoint=str(layers),
+                               writable_layer_timestamp=clock.now() - 1),
+                ContainerStats("not-ours", clock.now(), writable_layer_used_bytes=1)]
+
+    provider._cri_stats = list_container_stats
+    snap = await provider.update()
+    (pod,) = snap.pods
+    (c,) = pod.containers
+    assert c.rootfs is not None and (c.rootfs.used, c.rootfs.inodes_used) == (12288, 3)
+    assert c.rootfs.time == clock.now() - 1 and c.rootfs.capacity is not None and c.rootfs.capacity.capacity > 0
+    assert c.cgroup is not None and c.cgroup.sample.cpu_usage_ns == 1_000_000_000  # CPU stays the cgroup's
+    rendered = summary.container(c, only_cpu_and_memory=False)
+    assert list(rendered) == ["name", "startTime", "cpu", "memory", "rootfs", "logs", "swap"]
+    assert rendered["rootfs"]["usedBytes"] == 12288 and rendered["rootfs"]["inodesUsed"] == 3
+    assert "rootfs" not in summary.container(c, only_cpu_and_memory=True)
+    storage = summary.ephemeral_storage(pod, clock.now())
+    assert storage is not None and c.logs is not None and c.logs.used is not None
+    assert storage.used is not None and storage.used >= 12288 + c.logs.used + 20000
+    assert calls == 1
+
+
+async def test_a_failing_list_container_stats_leaves_rootfs_out(tmp_path: Path, proc: Path) -> None:
+    provider, _, _, _, _, _ = await make(tmp_path, proc, FakeClock())
+
+    async def failing() -> list[ContainerStats]:
+        raise RuntimeError_("rpc error: code = Unimplemented")
+
+    provider._cri_stats = failing
+    snap = await provider.update()
+    assert snap.pods[0].containers[0].rootfs is None and snap.pods[0].containers[0].cgroup is not None
