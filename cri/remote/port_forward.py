@@ -98,7 +98,7 @@ async def forward(url: str, port: int) -> tuple[ForwardReader, asyncio.StreamWri
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
             reader, writer = await upgrade(url, PROTOCOL)
-    except Exception as exc:
+    except Exception as exc:  # any failure to reach the streaming server is this forward's error
         raise PortForwardError(f"cannot connect to the runtime's streaming server: {exc}") from exc
     ours, theirs = socket.socketpair()
     theirs.setblocking(False)

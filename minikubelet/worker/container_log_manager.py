@@ -111,7 +111,7 @@ class ContainerLogManager:
             while True:
                 try:
                     await self.queue_running()
-                except RuntimeError_ as e:
+                except Exception as e:  # a failed pass must not end the agent; the next one retries
                     log.warning("failed to rotate container logs", extra={"kv": {"err": str(e)}})
                 await self._clock.sleep(self.monitor_interval)
 
@@ -128,7 +128,7 @@ class ContainerLogManager:
             self._queued.discard(container_id)
             try:
                 await self.process(container_id)
-            except (RuntimeError_, OSError) as e:
+            except Exception as e:  # one container's log must not stop the others' rotation
                 log.warning("failed to rotate log for container", extra={"kv": {"containerID": container_id,
                                                                                "err": str(e)}})
 
