@@ -24,6 +24,7 @@ PROTOCOL = "portforward.k8s.io"
 ERROR_STREAM = 1
 DATA_STREAM = 3
 MAX_DATA_FRAME = 32 * 1024
+ERROR_WAIT = 5.0  # seconds the error stream may stay open after the data stream ended
 
 
 class _Pump:
@@ -69,25 +70,34 @@ class _Pump:
             await self.send(DataFrame(DATA_STREAM, b"", fin=True))
 
     async def _from_runtime(self, loop: asyncio.AbstractEventLoop) -> None:
-        data_open = True
+        data_open = error_open = True
         try:
-            while data_open and (chunk := await self._reader.read(65536)):
+            while data_open or error_open:
+                # containerd closes the data stream before it writes the error: after the data stream's end, the
+                # error stream is read until the runtime ends it too (briefly: it does so at once).
+                read = self._reader.read(65536)
+                chunk = await (read if data_open else asyncio.wait_for(read, ERROR_WAIT))
+                if not chunk:
+                    return
                 for frame in self._decoder.feed(chunk):
                     match frame:
                         case DataFrame(stream_id, data, fin) if stream_id == DATA_STREAM:
-                            if data:
+                            if data and data_open:
                                 await loop.sock_sendall(self._local, data)
-                            data_open = not fin
-                        case DataFrame(stream_id, data) if stream_id == ERROR_STREAM:
+                            data_open = data_open and not fin
+                        case DataFrame(stream_id, data, fin) if stream_id == ERROR_STREAM:
                             self._forward_reader.error += data.decode(errors="replace")
+                            error_open = error_open and not fin
                         case RstStream(stream_id) if stream_id == DATA_STREAM:
                             data_open = False
+                        case RstStream(stream_id) if stream_id == ERROR_STREAM:
+                            error_open = False
                         case Ping(ping_id) if ping_id % 2 == 0:
                             await self.send(frame)
                         case _:
                             pass
         finally:
-            # The error text (if any) precedes the data stream's end: set before the agent's side reads EOF.
+            # The error text (if any) is complete before the agent's side reads EOF.
             with contextlib.suppress(OSError):
                 self._local.shutdown(socket.SHUT_WR)
 
