@@ -55,6 +55,8 @@ class RuntimeConfig:
 
     cgroup_driver: str  # "systemd" | "cgroupfs"
     image_fs_path: str = ""  # where the runtime keeps images (cri-dockerd ImageFsInfo: Docker's data root)
+    # ImageFsInfo's container_filesystems, when the runtime keeps writable layers apart from images (KEP-4191)
+    container_fs_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -267,9 +269,19 @@ class AuthConfig:
 
 
 @dataclass(frozen=True)
+class FilesystemUsage:
+    """CRI FilesystemUsage: what a container's writable layer holds (inodes unknown for Docker's SizeRw)."""
+
+    mountpoint: str
+    used_bytes: int
+    inodes_used: int | None = None
+
+
+@dataclass(frozen=True)
 class ContainerStats:
     container_id: str
     timestamp: float
     cpu_usage_core_nanoseconds: int = 0
     memory_working_set_bytes: int = 0
     memory_usage_bytes: int = 0
+    writable_layer: FilesystemUsage | None = None

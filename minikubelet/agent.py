@@ -35,6 +35,7 @@ from minikubelet.events import (
     STARTING_KUBELET,
     EventRecorder,
 )
+from minikubelet.eviction.filesystems import detect as detect_disk_layout
 from minikubelet.eviction.manager import EvictionManager, Settings
 from minikubelet.eviction.thresholds import (
     CONTAINERFS_AVAILABLE,
@@ -598,7 +599,11 @@ class Agent:
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir,
                                    self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None,
                                    sandbox_image=cfg.pod_infra_container_image,
-                                   image_fs_path=runtime_config.image_fs_path)
+                                   image_fs_path=runtime_config.image_fs_path,
+                                   container_fs_path=runtime_config.container_fs_path)
+        self.eviction.use_disk_layout(
+            detect_disk_layout(cfg.root_dir, runtime_config.image_fs_path, runtime_config.container_fs_path),
+            self.container_gc.collect, self.image_gc.delete_unused_images)
         self._start_memcg_notifiers()
         self.server.stats = StatsHandlers(self.stats)
         log.info("starting minikubelet", extra={"kv": {

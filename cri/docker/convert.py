@@ -27,6 +27,7 @@ from cri.types import (
     ContainerState,
     ContainerStats,
     ContainerStatus,
+    FilesystemUsage,
     Image,
     PodMeta,
     PodSandboxStatus,
@@ -198,7 +199,16 @@ def container_event(message: Mapping[str, Any]) -> ContainerEvent | None:
     )
 
 
-def container_stats(container_id: str, stats: Mapping[str, Any]) -> ContainerStats:
+def writable_layer(inspect: Mapping[str, Any], data_root: str) -> FilesystemUsage | None:
+    """cri-dockerd's ContainerStats.writable_layer: `SizeRw` of an inspect with size (bytes only)."""
+    size = inspect.get("SizeRw")
+    if size is None:
+        return None
+    return FilesystemUsage(mountpoint=data_root, used_bytes=max(0, int(size)))
+
+
+def container_stats(container_id: str, stats: Mapping[str, Any],
+                    layer: FilesystemUsage | None = None) -> ContainerStats:
     memory = stats.get("memory_stats") or {}
     memory_detail = memory.get("stats") or {}
     usage = int(memory.get("usage") or 0)
@@ -211,6 +221,7 @@ def container_stats(container_id: str, stats: Mapping[str, Any]) -> ContainerSta
         cpu_usage_core_nanoseconds=int(cpu.get("total_usage") or 0),
         memory_working_set_bytes=max(0, usage - int(inactive or 0)),
         memory_usage_bytes=usage,
+        writable_layer=layer,
     )
 
 

@@ -84,6 +84,7 @@ class DockerRuntime:
         self.sandbox_stop_timeout = sandbox_stop_timeout
         self.pod_network = "default"  # the Docker network of new sandboxes; ours once update_pod_cidrs ran
         self._client_: DockerClient | None = None
+        self._data_root = ""  # Docker's data root, known once runtime_config ran
 
     # -- connection -------------------------------------------------------------------------
 
@@ -118,8 +119,8 @@ class DockerRuntime:
 
     async def runtime_config(self) -> RuntimeConfig:
         info = await self.info()
-        return RuntimeConfig(cgroup_driver=str(info.get("CgroupDriver", "cgroupfs")),
-                             image_fs_path=str(info.get("DockerRootDir", "")))
+        self._data_root = str(info.get("DockerRootDir", ""))
+        return RuntimeConfig(cgroup_driver=str(info.get("CgroupDriver", "cgroupfs")), image_fs_path=self._data_root)
 
     # -- shared helpers -----------------------------------------------------------------------
 
@@ -387,8 +388,11 @@ class DockerRuntime:
         return container_events(self._client)
 
     async def container_stats(self, container_id: str) -> ContainerStats:
-        stats = await self._client.get(f"containers/{container_id}/stats", {"stream": False, "one-shot": True})
-        return convert.container_stats(container_id, stats)
+        stats, sized = await asyncio.gather(
+            self._client.get(f"containers/{container_id}/stats", {"stream": False, "one-shot": True}),
+            self._client.get(f"containers/{container_id}/json", {"size": True}))
+        return convert.container_stats(container_id, stats,
+                                       convert.writable_layer(sized, self._data_root))
 
     async def read_file(self, container_id: str, path: str, limit: int) -> bytes | None:
         """Up to `limit` bytes of a file inside a (possibly exited) container; None if absent.

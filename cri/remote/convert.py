@@ -21,6 +21,7 @@ from cri.types import (
     ContainerState,
     ContainerStats,
     ContainerStatus,
+    FilesystemUsage,
     Image,
     LinuxContainerSecurityContext,
     LinuxResources,
@@ -341,4 +342,7 @@ def container_stats(stats: pb.ContainerStats) -> ContainerStats:
         cpu_usage_core_nanoseconds=cpu.usage_core_nano_seconds.value,
         memory_working_set_bytes=memory.working_set_bytes.value,
         memory_usage_bytes=memory.usage_bytes.value,
+        writable_layer=FilesystemUsage(stats.writable_layer.fs_id.mountpoint, stats.writable_layer.used_bytes.value,
+                                       stats.writable_layer.inodes_used.value)
+        if stats.HasField("writable_layer") else None,
     )

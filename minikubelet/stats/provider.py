@@ -126,9 +126,10 @@ class StatsProvider:
                  cgroups: CgroupManager | None, files: CgroupFiles | None = None, *,
                  sandbox_image: str = "", interval: float = HOUSEKEEPING_INTERVAL,
                  interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
-                 proc: Path = Path("/proc"), image_fs_path: str = "") -> None:
+                 proc: Path = Path("/proc"), image_fs_path: str = "", container_fs_path: str = "") -> None:
         self.runtime = runtime
         self.image_fs_path = image_fs_path
+        self.container_fs_path = container_fs_path
         self.clock = clock
         self.node_name = node_name
         self.root_dir = root_dir
@@ -259,7 +260,8 @@ class StatsProvider:
             pods.append(await self._pod(sb, running.get(sb.id, []), pod_cgroups.get(sb.metadata.uid), now, mono,
                                         seen, errors))
             await asyncio.sleep(0)
-        node = self._node(image_bytes, now, mono, seen, errors)
+        layers = sum(c.rootfs.used or 0 for p in pods for c in p.containers if c.rootfs is not None)
+        node = self._node(image_bytes, now, mono, seen, errors, layers)
         for gone in set(self._previous) - seen:
             del self._previous[gone]
         if errors:
@@ -278,7 +280,7 @@ class StatsProvider:
             entries.append(ContainerEntry(
                 name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
                 cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors) if base else None,
-                logs=logs,
+                logs=logs, rootfs=await self._rootfs(c.id, now, errors),
             ))
         network = None
         if sb.network_namespace and self._netns_inode(sb.network_namespace) != self._own_netns:
@@ -291,6 +293,20 @@ class StatsProvider:
             if base else None,
             containers=tuple(entries), network=network, volumes=await self._volumes(sb.metadata.uid, now),
         )
+
+    async def _rootfs(self, container_id: str, now: float, errors: list[str]) -> Fs | None:
+        """The container's writable layer as the runtime measures it (Docker: SizeRw; CRI: writable_layer), on
+        the container filesystem (the image filesystem unless the runtime splits them)."""
+        try:
+            layer = (await self.runtime.container_stats(container_id)).writable_layer
+        except RuntimeError_ as exc:
+            errors.append(f"container_stats {container_id}: {exc}")
+            return None
+        if layer is None:
+            return None
+        where = self.container_fs_path or self.image_fs_path or layer.mountpoint
+        return Fs(now, (capacity(where) if where else None) or capacity(self.root_dir), layer.used_bytes,
+                  layer.inodes_used)
 
     async def _volumes(self, uid: str, now: float) -> tuple[Volume, ...]:
         """Every volume directory the agent set up for the pod (<rootDir>/pods/<uid>/volumes/<plugin>/<name>)."""
@@ -314,7 +330,7 @@ class StatsProvider:
         return tuple(sorted(result, key=lambda v: v.name))
 
     def _node(self, image_bytes: int, now: float, mono: float, seen: set[str],
-              errors: list[str]) -> NodeEntry:
+              errors: list[str], layers: int = 0) -> NodeEntry:
         try:
             meminfo = parse_meminfo((self.proc / "meminfo").read_text())
         except OSError:
@@ -341,6 +357,7 @@ class StatsProvider:
             fs=Fs(now, fs, fs.used if fs else None, (fs.inodes - fs.inodes_free) if fs else None),
             fs_device=self._fs_device,
             image_fs=Fs(now, (capacity(self.image_fs_path) if self.image_fs_path else None) or fs, image_bytes),
+            container_fs=Fs(now, capacity(self.container_fs_path), layers) if self.container_fs_path else None,
             rlimit=Rlimit(now, _read_first_int(self.proc / "sys/kernel/pid_max"), _running_tasks(self.proc)),
             swap_total=meminfo.get("SwapTotal", 0), swap_free=meminfo.get("SwapFree", 0),
         )

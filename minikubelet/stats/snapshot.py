@@ -47,6 +47,7 @@ class ContainerEntry:
     start_time: float
     cgroup: Measured | None
     logs: Fs | None = None
+    rootfs: Fs | None = None  # the writable layer (CRI ContainerStats.writable_layer)
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class NodeEntry:
     fs: Fs | None = None
     fs_device: str = ""  # the device holding the root dir (cAdvisor's `device` label)
     image_fs: Fs | None = None
+    container_fs: Fs | None = None  # only when the runtime keeps writable layers apart from images
     rlimit: Rlimit | None = None
     swap_total: int = 0
     swap_free: int = 0
