@@ -44,6 +44,7 @@ from cri.types import (
     ContainerStats,
     ContainerStatus,
     ExecResult,
+    FilesystemUsage,
     Image,
     ObjectSummary,
     PodMeta,
@@ -255,9 +256,10 @@ class FakeRuntime:
         A coroutine handler that outlives the exec timeout (on the clock) yields a timed-out result."""
         self._exec[container] = handler
 
-    def set_stats(self, container_id: str, cpu_ns: int = 0, working_set: int = 0, usage: int = 0) -> None:
+    def set_stats(self, container_id: str, cpu_ns: int = 0, working_set: int = 0, usage: int = 0,
+                  writable_layer: FilesystemUsage | None = None) -> None:
         self._get(container_id).stats = ContainerStats(
-            container_id, self.clock.now(), cpu_ns, working_set, usage or working_set
+            container_id, self.clock.now(), cpu_ns, working_set, usage or working_set, writable_layer
         )
 
     def write_log(self, container_id: str, data: bytes) -> None:

@@ -11,8 +11,9 @@ import pytest
 from cgroups.manager import CgroupManager
 from cgroups.v1 import CgroupV1Driver
 from cri.fake import FakeRuntime
-from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
+from cri.types import ContainerConfig, ContainerMeta, FilesystemUsage, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import FakeClock
+from minikubelet.stats import summary
 from minikubelet.stats.interfaces import InterfaceSample
 from minikubelet.stats.provider import CgroupFiles, StatsProvider, device_of
 
@@ -247,3 +248,20 @@ async def test_a_pass_yields_to_the_event_loop_while_it_walks(tmp_path: Path, pr
     assert ticks - start >= 2000 // 256  # at least one turn of the loop per walk slice
     (vol,) = snap.pods[0].volumes
     assert vol.fs.inodes_used is not None and vol.fs.inodes_used >= 2000
+
+
+async def test_the_writable_layer_is_the_containers_rootfs_and_counts_in_ephemeral_storage(
+        tmp_path: Path, proc: Path) -> None:
+    provider, rt, _, _, cid, _ = await make(tmp_path, proc, FakeClock())
+    snap = await provider.update()
+    assert snap.pods[0].containers[0].rootfs is None  # the runtime did not measure it: left out
+    rt.set_stats(cid, writable_layer=FilesystemUsage("/var/lib/docker", 7 * 2**20, 12))
+    snap = await provider.update()
+    rootfs = snap.pods[0].containers[0].rootfs
+    assert rootfs is not None and (rootfs.used, rootfs.inodes_used) == (7 * 2**20, 12)
+    assert rootfs.capacity is not None  # the container filesystem's (here: the root dir's, no image fs path)
+    pod = summary.summary(snap)["pods"][0]
+    logs = pod["containers"][0]["logs"]["usedBytes"]
+    volume = pod["volume"][0]["usedBytes"]
+    assert pod["containers"][0]["rootfs"]["usedBytes"] == 7 * 2**20
+    assert pod["ephemeral-storage"]["usedBytes"] == 7 * 2**20 + logs + volume
