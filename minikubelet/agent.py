@@ -9,6 +9,7 @@ import os
 import signal
 from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
@@ -255,25 +256,45 @@ class Agent:
         self.workers.update_pod(pod, kill=KillPodOptions(grace_override=grace, status_fn=status_fn))
 
     def _start_memcg_notifiers(self) -> None:
-        """kernelMemcgNotification on cgroup v1: watch the agent's own kubepods memory cgroup."""
-        from pathlib import Path
-
+        """kernelMemcgNotification: watch the agent's own kubepods memory cgroup (v1: a usage threshold; v2:
+        PSI and memory.events)."""
         from cgroups.naming import kubepods_name
         from cgroups.v1 import CgroupV1Driver
+        from cgroups.v2 import CgroupV2Driver
         from minikubelet.eviction.memcg_notifier import ThresholdNotifier
         from minikubelet.eviction.thresholds import ALLOCATABLE_MEMORY_AVAILABLE
 
         manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
         if not self.config.kernel_memcg_notification or manager is None:
             return
+        literal = manager.literal(kubepods_name(manager.root))
+        if isinstance(manager.driver, CgroupV2Driver):
+            self._start_pressure_notifier(manager.driver.root.joinpath(*[p for p in literal.split("/") if p]))
+            return
         if not isinstance(manager.driver, CgroupV1Driver) or "memory" not in manager.driver.hierarchies:
             log.info("kernelMemcgNotification: needs the cgroup v1 memory controller; the 10 s monitoring stays")
             return
-        literal = manager.literal(kubepods_name(manager.root))
         path = Path(manager.driver.hierarchies["memory"]).joinpath(*[p for p in literal.split("/") if p])
         for t in self.eviction.settings.thresholds:
             if t.signal == ALLOCATABLE_MEMORY_AVAILABLE:
                 self.eviction.notifiers.append(ThresholdNotifier(path, t, self.eviction.notify))
+
+    def _start_pressure_notifier(self, kubepods: Path) -> None:
+        """cgroup v2 (beyond upstream, which has no notifier there): PSI and memory.events of kubepods."""
+        from minikubelet.eviction.pressure_notifier import PressureNotifier
+        from minikubelet.eviction.thresholds import ALLOCATABLE_MEMORY_AVAILABLE, MEMORY_AVAILABLE
+
+        if not any(t.signal in (MEMORY_AVAILABLE, ALLOCATABLE_MEMORY_AVAILABLE)
+                   for t in self.eviction.settings.thresholds):
+            return
+        notifier = PressureNotifier(kubepods, self.eviction.notify, self.clock)
+        try:
+            notifier.start()
+        except OSError as e:
+            log.info("kernelMemcgNotification: no memory pressure notification on cgroup v2; the 10 s monitoring "
+                     "stays", extra={"kv": {"cgroup": str(kubepods), "err": str(e)}})
+            return
+        self.eviction.notifiers.append(notifier)
 
     def _node_shutdown(self) -> NodeShutdownManager | None:
         """The graceful node shutdown manager; None when off (the gate, or no grace configured: the default)."""

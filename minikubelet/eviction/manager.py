@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cgroups.qos import BEST_EFFORT, qos_class
 from minikubelet.base import podview
@@ -26,7 +26,6 @@ from minikubelet.eviction.filesystems import (
     rank_fs_stats,
     reclaim_steps,
 )
-from minikubelet.eviction.memcg_notifier import ThresholdNotifier
 from minikubelet.eviction.ranking import (
     REASON,
     eviction_message,
@@ -67,6 +66,16 @@ THRESHOLD_MET_REASON = "EvictionThresholdMet"
 Json = Mapping[str, Any]
 KillPod = Callable[[Pod, int, PodStatusFn], None]
 Reclaim = Callable[[], Awaitable[None]]
+
+
+class Notifier(Protocol):
+    """A kernel notification that makes the manager synchronize at once (memcg_notifier, pressure_notifier)."""
+
+    def description(self) -> str: ...
+
+    def update(self, pods_memory: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -122,7 +131,7 @@ class EvictionManager:
         self._thresholds_met: list[Threshold] = []
         self._last_observations: dict[str, Observation] = {}
         self.observations: dict[str, Observation] = {}
-        self.notifiers: list[ThresholdNotifier] = []
+        self.notifiers: list[Notifier] = []
         self._notifiers_updated: float | None = None
         self._wake = asyncio.Event()
         self._fresh_stats = False  # the next pass needs stats taken now (a notifier fired)
