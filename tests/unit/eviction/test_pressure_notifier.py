@@ -31,7 +31,7 @@ async def test_the_kernel_accepts_the_trigger(tmp_path: Path) -> None:
 
 async def test_nothing_to_watch_is_an_error(tmp_path: Path) -> None:
     n = PressureNotifier(tmp_path, lambda _: None, FakeClock())
-    with pytest.raises(OSError, match="memory.pressure.*memory.events"):
+    with pytest.raises(OSError, match=r"memory\.pressure.*memory\.events"):
         n.start()
 
 
