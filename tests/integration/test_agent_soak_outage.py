@@ -113,8 +113,11 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
         ready_after = await first("PATCH", f"/api/v1/nodes/{a.node}/status")
         lease_after = await first("PUT", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{a.node}")
         last = res.waves[-1]
+        await asyncio.sleep(5)  # the agent's queued Events go out (to count them)
+        events = sum(1 for (user, m, p) in api.handler.requests[i0:]
+                     if user == f"system:node:{a.node}" and m == "POST" and p.endswith("/events"))
         print(f"outage {back_at - stopped_at:.0f} s; node status {ready_after:.1f} s and lease {lease_after:.1f} s "
-              f"after; soak: {last.pods} pods in {len(res.waves)} waves, {res.seconds:.0f} s; RSS "
+              f"after; {events} Events posted after it; soak: {last.pods} pods in {len(res.waves)} waves, {res.seconds:.0f} s; RSS "
               f"{res.warm_rss / 2**20:.1f} -> {res.end_rss / 2**20:.1f} MiB ({res.growth_pct():+.2f} %); "
               f"fds {res.warm_fds} -> {last.fds}; left {res.left}")
         # the next status sync comes within one nodeStatusUpdateFrequency (10 s, +4 % jitter, as upstream's
