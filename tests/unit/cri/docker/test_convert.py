@@ -18,6 +18,7 @@ from cri.docker.convert import (
     image_from_inspect,
     parse_docker_time,
     sandbox_status,
+    writable_layer,
 )
 from cri.types import ContainerEventType, ContainerMeta, ContainerState, PodMeta, SandboxState
 
@@ -282,3 +283,12 @@ def test_image_is_the_first_repo_tag_as_cri_dockerd_reports_it() -> None:
     assert tagged.image == "minikubelet.test/busybox:1.36"
     untagged = container_status(inspect(state), {"RepoTags": []})
     assert untagged.image == inspect(state)["Config"]["Image"]
+
+
+def test_writable_layer_is_size_rw_of_an_inspect_with_size() -> None:
+    assert writable_layer({"Id": "c1"}, "/var/lib/docker") is None  # an inspect without size=1
+    layer = writable_layer({"Id": "c1", "SizeRw": 8388608, "SizeRootFs": 12000000}, "/var/lib/docker")
+    assert layer is not None
+    assert (layer.mountpoint, layer.used_bytes, layer.inodes_used) == ("/var/lib/docker", 8388608, None)
+    stats = container_stats("c1", {"read": "2026-01-01T00:00:00Z"}, layer)
+    assert stats.writable_layer == layer
