@@ -9,7 +9,8 @@ the Node is Ready again at the next status sync (within one nodeStatusUpdateFreq
 upstream). The node lifecycle controller that would have marked the Node Unknown is played by the test.
 
 The soak ("keep a 5-minute version in the suite"): nothing the static pods had is left behind (containers, pod
-cgroups, mounts, pod dirs, log dirs and links), no file descriptor leaked, RSS growth < 5 % over the second half
+cgroups, mounts, pod dirs, log dirs and links), no file descriptor leaked (the floor of the open fds does not rise),
+RSS growth < 5 % over the second half
 (a leak of 200 kB per pod, put in on purpose, failed the former soak-only test with +11 % in 60 s). The hour-long
 run is `bench/run soak --minutes 60` (docs/performance.md).
 """
@@ -119,7 +120,7 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
         print(f"outage {back_at - stopped_at:.0f} s; node status {ready_after:.1f} s and lease {lease_after:.1f} s "
               f"after; {events} Events posted after it; soak: {last.pods} pods in {len(res.waves)} waves, {res.seconds:.0f} s; RSS "
               f"{res.warm_rss / 2**20:.1f} -> {res.end_rss / 2**20:.1f} MiB ({res.growth_pct():+.2f} %); "
-              f"fds {res.warm_fds} -> {last.fds}; left {res.left}")
+              f"fds per wave {[w.fds for w in res.waves]}; left {res.left}")
         # the next status sync comes within one nodeStatusUpdateFrequency (10 s, +4 % jitter, as upstream's
         # JitterUntil); the lease's retry backoff is capped at 7 s
         assert ready_after <= 10.4 + 1 and lease_after <= 7 + 1
@@ -138,7 +139,13 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
         # the soak under it: the static pods' churn left nothing and leaked nothing
         assert res.left == Leftovers(0, 0, 0, 0, 0, 0)
         assert len(res.waves) >= res.seconds / 30  # a wave takes ~6-9 s here
-        assert last.fds <= res.warm_fds + 5
+        # open fds swing by a dozen between waves (the engine's connections, the agent's connection attempts to
+        # the absent API server): a leak shows as the floor rising, so the last quarter's lowest against the first
+        # half's lowest
+        half = max(1, len(res.waves) // 2)
+        early = min(w.fds for w in res.waves[:half])
+        late = min(w.fds for w in res.waves[-max(1, half // 2):])
+        assert late <= early + 5, [w.fds for w in res.waves]
         assert res.growth_pct() < 5.0
         assert a.proc is not None and a.proc.poll() is None
     finally:
