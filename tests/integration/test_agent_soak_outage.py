@@ -21,6 +21,7 @@ import asyncio
 import functools
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,6 @@ from tests.integration.recovery import api_pod, api_pod_running, node_ready, rea
 from tests.integration.soak import Leftovers, soak
 
 docker = agent_env.docker
-api = agent_env.api
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +54,14 @@ async def local_restarts(a: JoinedAgent, name: str, restarts: int) -> bool:
             cs = (p["status"].get("containerStatuses") or [{}])[0]
             return cs.get("restartCount") == restarts and "running" in cs.get("state", {})
     return False
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[ApiServer]:
+    """A history long enough for the check of every status `bumpy` had: the Events queued during the outage (~17
+    a wave) reach the server right after it and would compact a 500-change history past the outage."""
+    async with agent_env.running_api(tmp_path / "api", history=5000, max_watch_seconds=10) as server:
+        yield server
 
 
 async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
