@@ -154,6 +154,7 @@ class SoakResult:
     idle_rss: int = 0
     warm_rss: int = 0  # at the end of the warm-up (a fraction of the run, at least one wave)
     warm_fds: int = 0
+    warm_pods: int = 0  # pods created by the end of the warm-up
     end_rss: int = 0
     max_rss: int = 0
     left: Leftovers | None = None
@@ -161,6 +162,11 @@ class SoakResult:
 
     def growth_pct(self) -> float:
         return 100 * (self.end_rss - self.warm_rss) / self.warm_rss if self.warm_rss else float("nan")
+
+    def growth_per_pod(self) -> float:
+        """Bytes of RSS growth per pod created after the warm-up."""
+        pods = (self.waves[-1].pods if self.waves else 0) - self.warm_pods
+        return (self.end_rss - self.warm_rss) / pods if pods > 0 else float("nan")
 
     def as_json(self) -> dict[str, Any]:
         return {"idle_rss": self.idle_rss, "warm_rss": self.warm_rss, "end_rss": self.end_rss,
@@ -205,7 +211,7 @@ async def soak(agent: AgentProcess, docker: aiodocker.Docker, seconds: float, pe
         res.waves.append(row)
         res.max_rss = max(res.max_rss, row.rss)
         if wave == 0 or time.monotonic() <= warm_until:
-            res.warm_rss, res.warm_fds = row.rss, row.fds
+            res.warm_rss, res.warm_fds, res.warm_pods = row.rss, row.fds, row.pods
         if on_wave is not None:
             on_wave(row)
         wave += 1

@@ -10,7 +10,7 @@ upstream). The node lifecycle controller that would have marked the Node Unknown
 
 The soak ("keep a 5-minute version in the suite"): nothing the static pods had is left behind (containers, pod
 cgroups, mounts, pod dirs, log dirs and links), no file descriptor leaked (the floor of the open fds does not rise),
-RSS growth < 5 % over the second half
+RSS growth over the second half < 64 KiB per pod (a joined agent's bounded Event caches still fill in 5 minutes)
 (a leak of 200 kB per pod, put in on purpose, failed the former soak-only test with +11 % in 60 s). The hour-long
 run is `bench/run soak --minutes 60` (docs/performance.md).
 """
@@ -127,7 +127,8 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
                      if user == f"system:node:{a.node}" and m == "POST" and p.endswith("/events"))
         print(f"outage {back_at - stopped_at:.0f} s; node status {ready_after:.1f} s and lease {lease_after:.1f} s "
               f"after; {events} Events posted after it; soak: {last.pods} pods in {len(res.waves)} waves, {res.seconds:.0f} s; RSS "
-              f"{res.warm_rss / 2**20:.1f} -> {res.end_rss / 2**20:.1f} MiB ({res.growth_pct():+.2f} %); "
+              f"{res.warm_rss / 2**20:.1f} -> {res.end_rss / 2**20:.1f} MiB ({res.growth_pct():+.2f} %, "
+              f"{res.growth_per_pod() / 1024:.1f} KiB per pod after the warm-up); "
               f"fds per wave {[w.fds for w in res.waves]}; left {res.left}")
         # the next status sync comes within one nodeStatusUpdateFrequency (10 s, +4 % jitter, as upstream's
         # JitterUntil); the lease's retry backoff is capped at 7 s
@@ -154,7 +155,11 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
         early = min(w.fds for w in res.waves[:half])
         late = min(w.fds for w in res.waves[-max(1, half // 2):])
         assert late <= early + 5, [w.fds for w in res.waves]
-        assert res.growth_pct() < 5.0
+        # a joined agent's Event correlator (three LRU caches of 4 096 keys, client-go's) and its queue for the API
+        # (1 000 Events, filling through the outage) grow ~13 KiB per pod until they are full, hundreds of pods
+        # later: the hour's < 5 % is not reachable in 5 minutes of a joined agent, so the bound is per pod (measured
+        # 26-33 KiB; a leak of 200 kB per pod, as the one put in on purpose before, is far above)
+        assert res.growth_per_pod() < 64 * 1024, res.growth_per_pod()
         assert a.proc is not None and a.proc.poll() is None
     finally:
         await agent_env.stop_and_clean(a, docker)
