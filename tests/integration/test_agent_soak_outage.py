@@ -158,7 +158,7 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
         # a joined agent's Event correlator (three LRU caches of 4 096 keys, client-go's) and its queue for the API
         # (1 000 Events, filling through the outage) grow ~13 KiB per pod until they are full, hundreds of pods
         # later: the hour's < 5 % is not reachable in 5 minutes of a joined agent, so the bound is per pod (measured
-        # 26-33 KiB; a leak of 200 kB per pod, as the one put in on purpose before, is far above)
+        # 17-33 KiB; a leak of 200 kB per pod, as the one put in on purpose before, is far above)
         assert res.growth_per_pod() < 64 * 1024, res.growth_per_pod()
         assert a.proc is not None and a.proc.poll() is None
     finally:
