@@ -99,7 +99,7 @@ class ImageService(Protocol):
 
 @runtime_checkable
 class ContainerStatsRuntime(Protocol):
-    """Optional: CRI ListContainerStats, every container's stats in one call (a CRI runtime; Docker has none)."""
+    """Optional: CRI ListContainerStats, every container's stats in one call (Docker: the writable layers only)."""
 
     async def list_container_stats(self) -> list[ContainerStats]: ...
 

@@ -55,6 +55,8 @@ class RuntimeConfig:
 
     cgroup_driver: str  # "systemd" | "cgroupfs"
     image_fs_path: str = ""  # where the runtime keeps images (cri-dockerd ImageFsInfo: Docker's data root)
+    # ImageFsInfo's container_filesystems, when the runtime keeps writable layers apart from images (KEP-4191)
+    container_fs_path: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import os
 import signal
 from collections.abc import Sequence
 from fractions import Fraction
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry
@@ -36,6 +37,7 @@ from minikubelet.events import (
     STARTING_KUBELET,
     EventRecorder,
 )
+from minikubelet.eviction.filesystems import detect as detect_disk_layout
 from minikubelet.eviction.manager import EvictionManager, Settings
 from minikubelet.eviction.thresholds import (
     CONTAINERFS_AVAILABLE,
@@ -122,7 +124,7 @@ class Agent:
         self.conditions = runtime if isinstance(runtime, ConditionsRuntime) else None
         # A CRI runtime's log files are the kubelet's to rotate (Docker rotates its own json-file logs).
         reopener = runtime if isinstance(runtime, LogReopener) else None
-        # A CRI runtime's ListContainerStats gives the containers' writable layers for /stats/summary.
+        # ListContainerStats (Docker: one list with sizes) gives the containers' writable layers for the stats.
         self._cri_stats = runtime.list_container_stats if isinstance(runtime, ContainerStatsRuntime) else None
         runtime = RequestTimeoutRuntime(runtime, config.runtime_request_timeout)
         self.clock = clock or RealClock()
@@ -264,25 +266,45 @@ class Agent:
         self.workers.update_pod(pod, kill=KillPodOptions(grace_override=grace, status_fn=status_fn))
 
     def _start_memcg_notifiers(self) -> None:
-        """kernelMemcgNotification on cgroup v1: watch the agent's own kubepods memory cgroup."""
-        from pathlib import Path
-
+        """kernelMemcgNotification: watch the agent's own kubepods memory cgroup (v1: a usage threshold; v2:
+        PSI and memory.events)."""
         from cgroups.naming import kubepods_name
         from cgroups.v1 import CgroupV1Driver
+        from cgroups.v2 import CgroupV2Driver
         from minikubelet.eviction.memcg_notifier import ThresholdNotifier
         from minikubelet.eviction.thresholds import ALLOCATABLE_MEMORY_AVAILABLE
 
         manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
         if not self.config.kernel_memcg_notification or manager is None:
             return
+        literal = manager.literal(kubepods_name(manager.root))
+        if isinstance(manager.driver, CgroupV2Driver):
+            self._start_pressure_notifier(manager.driver.root.joinpath(*[p for p in literal.split("/") if p]))
+            return
         if not isinstance(manager.driver, CgroupV1Driver) or "memory" not in manager.driver.hierarchies:
             log.info("kernelMemcgNotification: needs the cgroup v1 memory controller; the 10 s monitoring stays")
             return
-        literal = manager.literal(kubepods_name(manager.root))
         path = Path(manager.driver.hierarchies["memory"]).joinpath(*[p for p in literal.split("/") if p])
         for t in self.eviction.settings.thresholds:
             if t.signal == ALLOCATABLE_MEMORY_AVAILABLE:
                 self.eviction.notifiers.append(ThresholdNotifier(path, t, self.eviction.notify))
+
+    def _start_pressure_notifier(self, kubepods: Path) -> None:
+        """cgroup v2 (beyond upstream, which has no notifier there): PSI and memory.events of kubepods."""
+        from minikubelet.eviction.pressure_notifier import PressureNotifier
+        from minikubelet.eviction.thresholds import ALLOCATABLE_MEMORY_AVAILABLE, MEMORY_AVAILABLE
+
+        if not any(t.signal in (MEMORY_AVAILABLE, ALLOCATABLE_MEMORY_AVAILABLE)
+                   for t in self.eviction.settings.thresholds):
+            return
+        notifier = PressureNotifier(kubepods, self.eviction.notify, self.clock)
+        try:
+            notifier.start()
+        except OSError as e:
+            log.info("kernelMemcgNotification: no memory pressure notification on cgroup v2; the 10 s monitoring "
+                     "stays", extra={"kv": {"cgroup": str(kubepods), "err": str(e)}})
+            return
+        self.eviction.notifiers.append(notifier)
 
     def _node_shutdown(self) -> NodeShutdownManager | None:
         """The graceful node shutdown manager; None when off (the gate, or no grace configured: the default)."""
@@ -608,7 +630,11 @@ class Agent:
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir,
                                    self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None,
                                    sandbox_image=cfg.pod_infra_container_image,
-                                   image_fs_path=runtime_config.image_fs_path, cri_stats=self._cri_stats)
+                                   image_fs_path=runtime_config.image_fs_path,
+                                   container_fs_path=runtime_config.container_fs_path, cri_stats=self._cri_stats)
+        self.eviction.use_disk_layout(
+            detect_disk_layout(cfg.root_dir, runtime_config.image_fs_path, runtime_config.container_fs_path),
+            self.container_gc.collect, self.image_gc.delete_unused_images)
         self._start_memcg_notifiers()
         self.server.stats = StatsHandlers(self.stats)
         log.info("starting minikubelet", extra={"kv": {

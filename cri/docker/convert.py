@@ -198,6 +198,16 @@ def container_event(message: Mapping[str, Any]) -> ContainerEvent | None:
     )
 
 
+def writable_layer(listed: Mapping[str, Any], data_root: str, now: float) -> ContainerStats | None:
+    """cri-dockerd's ContainerStats.writable_layer: `SizeRw` of a container listed with size=1 (bytes only:
+    Docker counts no inodes)."""
+    size = listed.get("SizeRw")
+    if size is None or not listed.get("Id"):
+        return None
+    return ContainerStats(container_id=str(listed["Id"]), timestamp=now, writable_layer_used_bytes=max(0, int(size)),
+                          writable_layer_mountpoint=data_root, writable_layer_timestamp=now)
+
+
 def container_stats(container_id: str, stats: Mapping[str, Any]) -> ContainerStats:
     memory = stats.get("memory_stats") or {}
     memory_detail = memory.get("stats") or {}

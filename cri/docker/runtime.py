@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -84,6 +85,7 @@ class DockerRuntime:
         self.sandbox_stop_timeout = sandbox_stop_timeout
         self.pod_network = "default"  # the Docker network of new sandboxes; ours once update_pod_cidrs ran
         self._client_: DockerClient | None = None
+        self._data_root = ""  # Docker's data root, known once runtime_config ran
 
     # -- connection -------------------------------------------------------------------------
 
@@ -118,8 +120,8 @@ class DockerRuntime:
 
     async def runtime_config(self) -> RuntimeConfig:
         info = await self.info()
-        return RuntimeConfig(cgroup_driver=str(info.get("CgroupDriver", "cgroupfs")),
-                             image_fs_path=str(info.get("DockerRootDir", "")))
+        self._data_root = str(info.get("DockerRootDir", ""))
+        return RuntimeConfig(cgroup_driver=str(info.get("CgroupDriver", "cgroupfs")), image_fs_path=self._data_root)
 
     # -- shared helpers -----------------------------------------------------------------------
 
@@ -389,6 +391,15 @@ class DockerRuntime:
     async def container_stats(self, container_id: str) -> ContainerStats:
         stats = await self._client.get(f"containers/{container_id}/stats", {"stream": False, "one-shot": True})
         return convert.container_stats(container_id, stats)
+
+    async def list_container_stats(self) -> list[ContainerStats]:
+        """cri.runtime.ContainerStatsRuntime: the running containers' writable layers (`SizeRw`) in one list call
+        with size=1, where cri-dockerd inspects each container with size."""
+        listed = await self._client.get("containers/json", {
+            "size": True, "filters": label_filters({}, (f"{LABEL_CONTAINER_TYPE}={CONTAINER_TYPE_CONTAINER}",))})
+        now = time.time()
+        out = [convert.writable_layer(c, self._data_root, now) for c in listed or []]
+        return [s for s in out if s is not None]
 
     async def read_file(self, container_id: str, path: str, limit: int) -> bytes | None:
         """Up to `limit` bytes of a file inside a (possibly exited) container; None if absent.

@@ -116,8 +116,25 @@ class RemoteRuntime:
             if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
                 raise translate(exc) from None
             # containerd < 1.7: read the runc options from the CRI plugin's config in the verbose status.
-            return RuntimeConfig(cgroup_driver=cgroup_driver_from_status(await self._status_info()))
-        return RuntimeConfig("systemd" if resp.linux.cgroup_driver == pb.SYSTEMD else "cgroupfs")
+            return RuntimeConfig(cgroup_driver=cgroup_driver_from_status(await self._status_info()),
+                                 **await self._filesystems())
+        return RuntimeConfig("systemd" if resp.linux.cgroup_driver == pb.SYSTEMD else "cgroupfs",
+                             **await self._filesystems())
+
+    async def _filesystems(self) -> dict[str, str]:
+        """ImageFsInfo's mountpoints: the image filesystem and, when the runtime keeps writable layers apart
+        (KEP-4191 split image filesystem), the container filesystem."""
+        try:
+            resp = await call(self._channel.images.ImageFsInfo(pb.ImageFsInfoRequest()))
+        except RuntimeError_ as exc:
+            log.info("ImageFsInfo failed; the image filesystem counts as the node's", extra={"kv": {"err": str(exc)}})
+            return {}
+        out = {}
+        if resp.image_filesystems:
+            out["image_fs_path"] = resp.image_filesystems[0].fs_id.mountpoint
+        if resp.container_filesystems:
+            out["container_fs_path"] = resp.container_filesystems[0].fs_id.mountpoint
+        return out
 
     async def _status_info(self) -> Mapping[str, str]:
         resp = await call(self._channel.runtime.Status(pb.StatusRequest(verbose=True)))

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cgroups.qos import BEST_EFFORT, qos_class
 from minikubelet.base import podview
@@ -19,7 +19,13 @@ from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.eviction import signals
-from minikubelet.eviction.memcg_notifier import ThresholdNotifier
+from minikubelet.eviction.filesystems import (
+    ALL_FS_STATS,
+    DiskLayout,
+    containerfs_thresholds,
+    rank_fs_stats,
+    reclaim_steps,
+)
 from minikubelet.eviction.ranking import (
     REASON,
     eviction_message,
@@ -62,6 +68,16 @@ KillPod = Callable[[Pod, int, PodStatusFn], None]
 Reclaim = Callable[[], Awaitable[None]]
 
 
+class Notifier(Protocol):
+    """A kernel notification that makes the manager synchronize at once (memcg_notifier, pressure_notifier)."""
+
+    def description(self) -> str: ...
+
+    def update(self, pods_memory: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Settings:
     thresholds: Sequence[Threshold]
@@ -70,6 +86,7 @@ class Settings:
     local_storage_capacity_isolation: bool = True
     # signal -> node-level reclaim steps (dead containers, unused images), tried before any pod is evicted
     reclaim: Mapping[str, Sequence[Reclaim]] = field(default_factory=dict)
+    layout: DiskLayout = field(default_factory=DiskLayout)
 
 
 def evicted_status_fn(message: str, now: str, generation: int | None, condition: bool) -> PodStatusFn:
@@ -114,7 +131,7 @@ class EvictionManager:
         self._thresholds_met: list[Threshold] = []
         self._last_observations: dict[str, Observation] = {}
         self.observations: dict[str, Observation] = {}
-        self.notifiers: list[ThresholdNotifier] = []
+        self.notifiers: list[Notifier] = []
         self._notifiers_updated: float | None = None
         self._wake = asyncio.Event()
         self._fresh_stats = False  # the next pass needs stats taken now (a notifier fired)
@@ -133,6 +150,19 @@ class EvictionManager:
     @property
     def pid_pressure(self) -> bool:
         return "PIDPressure" in self.conditions
+
+    def use_disk_layout(self, layout: DiskLayout, dead_containers: Reclaim, unused_images: Reclaim) -> None:
+        """The filesystems as found at start (upstream: on the first synchronize): containerfs thresholds,
+        ranking and node-level reclaim follow the layout."""
+        thresholds, warnings = containerfs_thresholds(self.settings.thresholds, layout)
+        for w in warnings:
+            log.error("eviction manager: found conflicting containerfs eviction. Ignoring.", extra={"kv": {"err": w}})
+        self.settings.thresholds = thresholds
+        self.settings.layout = layout
+        self.settings.reclaim = reclaim_steps(layout, dead_containers, unused_images)
+        log.info("eviction manager: filesystem layout", extra={"kv": {
+            "layout": layout.describe(), "dedicatedImageFs": layout.dedicated_image_fs,
+            "splitImageFs": layout.split_container_fs}})
 
     def notify(self, reason: str) -> None:
         """A threshold notifier fired: synchronize now instead of at the end of the interval."""
@@ -255,7 +285,8 @@ class EvictionManager:
         if not active:
             log.error("eviction manager: eviction thresholds have been met, but no pods are active to evict")
             return []
-        for pod in rank(active, stats_of, resource):
+        fs_stats = rank_fs_stats(settings.layout).get(to_reclaim.signal, ALL_FS_STATS)
+        for pod in rank(active, stats_of, resource, fs_stats):
             grace = IMMEDIATE_GRACE
             if not to_reclaim.hard:
                 grace = settings.max_pod_grace_period
@@ -306,7 +337,7 @@ class EvictionManager:
         return not thresholds_met(self.settings.thresholds, signals.observations(summary), True)
 
     def _local_storage_eviction(self, pod: Pod, stats: Json | None) -> bool:
-        message = local_storage_violation(pod, stats)
+        message = local_storage_violation(pod, stats, self.settings.layout.dedicated_image_fs)
         return message is not None and self._evict(pod, IMMEDIATE_GRACE, message, condition=False)
 
     def _evict(self, pod: Pod, grace: int, message: str, condition: bool) -> bool:

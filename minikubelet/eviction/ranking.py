@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from fractions import Fraction
 from typing import Any
 
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.base.quantity import QuantityError, format_quantity, is_binary, parse_quantity
+from minikubelet.eviction.filesystems import ALL_FS_STATS, FS_LOCAL_VOLUMES, FS_LOGS, FS_ROOT
 from minikubelet.eviction.thresholds import (
     RESOURCE_EPHEMERAL_STORAGE,
     RESOURCE_INODES,
@@ -65,11 +67,17 @@ def local_volume_names(pod: Pod) -> set[str]:
     return out
 
 
-def pod_disk_usage(pod: Pod, stats: Json, resource: str) -> int:
-    """Container writable layers and logs plus the pod's local volumes (no dedicated image filesystem)."""
+def pod_disk_usage(pod: Pod, stats: Json, resource: str, fs_stats: AbstractSet[str] = ALL_FS_STATS) -> int:
+    """The pod's usage of the kinds in `fs_stats` (upstream podDiskUsage): container writable layers, container
+    logs, local volumes; which kinds count depends on the disk layout and the signal (filesystems.py)."""
     total = 0
     for c in stats.get("containers") or []:
-        total += _fs_used(c.get("rootfs"), resource) + _fs_used(c.get("logs"), resource)
+        if FS_ROOT in fs_stats:
+            total += _fs_used(c.get("rootfs"), resource)
+        if FS_LOGS in fs_stats:
+            total += _fs_used(c.get("logs"), resource)
+    if FS_LOCAL_VOLUMES not in fs_stats:
+        return total
     names = local_volume_names(pod)
     for v in stats.get("volume") or []:
         if v.get("name") in names:
@@ -85,17 +93,18 @@ def _priority(pod: Pod) -> int:
     return PodView.of(pod).priority or 0
 
 
-def _usage(resource: str) -> Callable[[Pod, Json], int]:
+def _usage(resource: str, fs_stats: AbstractSet[str]) -> Callable[[Pod, Json], int]:
     if resource == RESOURCE_MEMORY:
         return lambda _pod, s: _memory_usage(s)
     if resource == RESOURCE_PIDS:
         return lambda _pod, s: int((s.get("process_stats") or {}).get("process_count", 0))
-    return lambda pod, s: pod_disk_usage(pod, s, resource)
+    return lambda pod, s: pod_disk_usage(pod, s, resource, fs_stats)
 
 
-def rank(pods: Sequence[Pod], stats_of: StatsOf, resource: str) -> list[Pod]:
-    """The pods in eviction order for the starved resource."""
-    usage = _usage(resource)
+def rank(pods: Sequence[Pod], stats_of: StatsOf, resource: str,
+         fs_stats: AbstractSet[str] = ALL_FS_STATS) -> list[Pod]:
+    """The pods in eviction order for the starved resource (a disk signal's: the usages in `fs_stats`)."""
+    usage = _usage(resource, fs_stats)
     request_resource = RESOURCE_MEMORY if resource == RESOURCE_MEMORY else RESOURCE_EPHEMERAL_STORAGE
 
     def cmp(a: Pod, b: Pod) -> int:
@@ -175,9 +184,11 @@ def eviction_message(resource: str, pod: Pod, stats: Json | None, thresholds: Se
     return message, annotations
 
 
-def local_storage_violation(pod: Pod, stats: Json | None) -> str | None:
+def local_storage_violation(pod: Pod, stats: Json | None, dedicated_image_fs: bool = False) -> str | None:
     """The message of the first local storage limit the pod exceeds (an emptyDir's sizeLimit, the pod's
-    total ephemeral-storage limit, one container's limit), or None (upstream localStorageEviction)."""
+    total ephemeral-storage limit, one container's limit), or None (upstream localStorageEviction). The pod's
+    total counts writable layers always; a container's own limit counts its writable layer only when the
+    image filesystem is the node's, as upstream's containerEphemeralStorageLimitEviction."""
     if stats is None:
         return None
     view = PodView.of(pod)
@@ -212,8 +223,9 @@ def local_storage_violation(pod: Pod, stats: Json | None) -> str | None:
     for cs in stats.get("containers") or []:
         name = str(cs.get("name", ""))
         if name in limits and limits[name][0] != 0:
-            container_used = _fs_used(cs.get("logs"), RESOURCE_EPHEMERAL_STORAGE) + _fs_used(
-                cs.get("rootfs"), RESOURCE_EPHEMERAL_STORAGE)
+            container_used = _fs_used(cs.get("logs"), RESOURCE_EPHEMERAL_STORAGE)
+            if not dedicated_image_fs:
+                container_used += _fs_used(cs.get("rootfs"), RESOURCE_EPHEMERAL_STORAGE)
             if container_used > limits[name][0]:
                 return _CONTAINER_EPHEMERAL.format(name, limits[name][1])
     return None

@@ -121,12 +121,16 @@ def _running_tasks(proc: Path) -> int | None:
         return None
 
 
+# The runtime's default request timeout (2 m): a hung runtime must not stall the housekeeping pass for good.
+LIST_STATS_TIMEOUT = 120.0
+
+
 class StatsProvider:
     def __init__(self, runtime: Runtime, clock: Clock, node_name: str, root_dir: str,
                  cgroups: CgroupManager | None, files: CgroupFiles | None = None, *,
                  sandbox_image: str = "", interval: float = HOUSEKEEPING_INTERVAL,
                  interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
-                 proc: Path = Path("/proc"), image_fs_path: str = "",
+                 proc: Path = Path("/proc"), image_fs_path: str = "", container_fs_path: str = "",
                  cri_stats: Callable[[], Awaitable[list[ContainerStats]]] | None = None) -> None:
         """`cri_stats`: a CRI runtime's ListContainerStats, the source of each container's `rootfs` (its writable
         layer). CPU and memory come from the cgroups either way, as upstream's CRI stats provider overrides the
@@ -134,6 +138,7 @@ class StatsProvider:
         self.runtime = runtime
         self._cri_stats = cri_stats
         self.image_fs_path = image_fs_path
+        self.container_fs_path = container_fs_path
         self.clock = clock
         self.node_name = node_name
         self.root_dir = root_dir
@@ -236,8 +241,8 @@ class StatsProvider:
         if self._cri_stats is None:
             return {}
         try:
-            stats = await self._cri_stats()
-        except RuntimeError_ as e:
+            stats = await asyncio.wait_for(self._cri_stats(), LIST_STATS_TIMEOUT)
+        except (RuntimeError_, TimeoutError) as e:
             log.debug("ListContainerStats failed", extra={"kv": {"err": str(e)}})
             return {}
         capacities: dict[str, FsCapacity | None] = {}
@@ -245,8 +250,8 @@ class StatsProvider:
         for s in stats:
             if s.writable_layer_used_bytes is None and s.writable_layer_inodes_used is None:
                 continue
-            where = s.writable_layer_mountpoint
-            if where and where not in capacities:
+            where = s.writable_layer_mountpoint or self.container_fs_path or self.image_fs_path or self.root_dir
+            if where not in capacities:
                 capacities[where] = capacity(where)
             layers[s.container_id] = Fs(s.writable_layer_timestamp or self.clock.now(), capacities.get(where),
                                         s.writable_layer_used_bytes, s.writable_layer_inodes_used)
@@ -286,7 +291,8 @@ class StatsProvider:
             pods.append(await self._pod(sb, running.get(sb.id, []), pod_cgroups.get(sb.metadata.uid), now, mono,
                                         seen, errors))
             await asyncio.sleep(0)
-        node = self._node(image_bytes, now, mono, seen, errors)
+        layers = sum(c.rootfs.used or 0 for p in pods for c in p.containers if c.rootfs is not None)
+        node = self._node(image_bytes, now, mono, seen, errors, layers)
         for gone in set(self._previous) - seen:
             del self._previous[gone]
         if errors:
@@ -341,7 +347,7 @@ class StatsProvider:
         return tuple(sorted(result, key=lambda v: v.name))
 
     def _node(self, image_bytes: int, now: float, mono: float, seen: set[str],
-              errors: list[str]) -> NodeEntry:
+              errors: list[str], layers: int = 0) -> NodeEntry:
         try:
             meminfo = parse_meminfo((self.proc / "meminfo").read_text())
         except OSError:
@@ -368,6 +374,7 @@ class StatsProvider:
             fs=Fs(now, fs, fs.used if fs else None, (fs.inodes - fs.inodes_free) if fs else None),
             fs_device=self._fs_device,
             image_fs=Fs(now, (capacity(self.image_fs_path) if self.image_fs_path else None) or fs, image_bytes),
+            container_fs=Fs(now, capacity(self.container_fs_path), layers) if self.container_fs_path else None,
             rlimit=Rlimit(now, _read_first_int(self.proc / "sys/kernel/pid_max"), _running_tasks(self.proc)),
             swap_total=meminfo.get("SwapTotal", 0), swap_free=meminfo.get("SwapFree", 0),
         )

@@ -86,6 +86,7 @@ class NodeEntry:
     fs: Fs | None = None
     fs_device: str = ""  # the device holding the root dir (cAdvisor's `device` label)
     image_fs: Fs | None = None
+    container_fs: Fs | None = None  # only when the runtime keeps writable layers apart from images
     rlimit: Rlimit | None = None
     swap_total: int = 0
     swap_free: int = 0

@@ -116,17 +116,18 @@ def container(c: ContainerEntry, only_cpu_and_memory: bool) -> Json:
 
 
 def ephemeral_storage(p: PodEntry, time: float) -> Fs | None:
-    """Container logs plus the pod's volumes on the node's filesystem (tmpfs-backed ones use no disk)."""
+    """Container writable layers and logs plus the pod's volumes on the node's filesystem (tmpfs-backed ones use
+    no disk), as upstream's calcEphemeralStorage: a writable layer counts wherever the runtime keeps it."""
     parts = [c.logs for c in p.containers if c.logs is not None]
     parts += [v.fs for v in p.volumes]
+    layers = [c.rootfs for c in p.containers if c.rootfs is not None]
     root = next((f.capacity for f in parts if f.capacity is not None), None)
     disk = [f for f in parts if f.capacity is None or root is None or f.capacity.capacity == root.capacity]
-    # A writable layer counts wherever it lives (on the image filesystem, usually), as upstream adds it.
-    layers = [c.rootfs for c in p.containers if c.rootfs is not None]
     if not parts and not layers:
         return None
     disk += layers
-    return Fs(time, root, sum(f.used or 0 for f in disk), sum(f.inodes_used or 0 for f in disk))
+    return Fs(time, root or next((f.capacity for f in layers), None), sum(f.used or 0 for f in disk),
+              sum(f.inodes_used or 0 for f in disk))
 
 
 def pod(p: PodEntry, only_cpu_and_memory: bool, now: float) -> Json:
@@ -176,7 +177,7 @@ def node(n: NodeEntry, only_cpu_and_memory: bool) -> Json:
         if n.fs is not None:
             out["fs"] = fs(n.fs)
         if n.image_fs is not None:
-            out["runtime"] = {"imageFs": fs(n.image_fs), "containerFs": fs(n.image_fs)}
+            out["runtime"] = {"imageFs": fs(n.image_fs), "containerFs": fs(n.container_fs or n.image_fs)}
         if n.rlimit is not None:
             rl: Json = {"time": rfc3339(n.rlimit.time)}
             if n.rlimit.max_pid is not None:

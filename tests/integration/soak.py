@@ -6,7 +6,7 @@ a crasher (exit 1 under restartPolicy Always: restarted once, then in CrashLoopB
 until the agent reports none. After the last wave it counts what the run left: containers of this node's
 pods, pod cgroups under the agent's cgroup root, mounts under its root dir, pod dirs, pod log dirs, legacy
 log links, and the agent's open file descriptors and threads. Shared by `bench/run soak` (one hour) and the
-suite's short version (tests/integration/test_agent_soak.py).
+suite's 5-minute version, run through an API server outage (tests/integration/test_agent_soak_outage.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import asyncio
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,25 +77,29 @@ def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def pod_cgroups_left(cgroup_root: str) -> int:
-    """Pod cgroups under the agent's own cgroup root, in every hierarchy (cgroup2 `unified` included)."""
+def pod_cgroups_left(cgroup_root: str, keep: Collection[str] = ()) -> int:
+    """Pod cgroups under the agent's own cgroup root, in every hierarchy (cgroup2 `unified` included), but those
+    of the pods whose UIDs are in `keep`."""
+    kept = {f"pod{uid}" for uid in keep}
     left = 0
     for mount in (p for p in CGROUP_MOUNTS.iterdir() if p.is_dir()):
         kubepods = mount / cgroup_root.strip("/") / "kubepods"
         for parent in (kubepods, kubepods / "burstable", kubepods / "besteffort"):
             if parent.is_dir():
-                left += sum(1 for c in parent.iterdir() if c.is_dir() and c.name.startswith("pod"))
+                left += sum(1 for c in parent.iterdir()
+                            if c.is_dir() and c.name.startswith("pod") and c.name not in kept)
     return left
 
 
-def mounts_under(root: Path) -> int:
+def mounts_under(root: Path, keep: Collection[str] = ()) -> int:
     prefix = str(root.resolve()) + "/"
     with open("/proc/self/mounts", encoding="utf-8") as fh:
-        return sum(1 for line in fh if line.split()[1].startswith(prefix))
+        return sum(1 for line in fh
+                   if (m := line.split()[1]).startswith(prefix) and not any(uid in m for uid in keep))
 
 
-def entries(d: Path) -> int:
-    return sum(1 for _ in d.iterdir()) if d.is_dir() else 0
+def entries(d: Path, keep: Callable[[str], bool] = lambda _: False) -> int:
+    return sum(1 for e in d.iterdir() if not keep(e.name)) if d.is_dir() else 0
 
 
 async def node_containers(docker: aiodocker.Docker, node: str) -> int:
@@ -119,11 +123,19 @@ class Leftovers:
                 + self.legacy_log_links)
 
 
-async def leftovers(agent: AgentProcess, docker: aiodocker.Docker) -> Leftovers:
+async def leftovers(agent: AgentProcess, docker: aiodocker.Docker, keep: dict[str, str] | None = None) -> Leftovers:
+    """What the soak's pods left; `keep`: name → UID of pods that are not the soak's (API pods running through
+    it), whose containers, cgroups, mounts, dirs and logs are not counted."""
+    keep = keep or {}
+    uids = list(keep.values())
+
+    def kept(entry: str) -> bool:
+        return any(uid in entry for uid in uids) or any(entry.startswith(f"{name}_") for name in keep)
+
     return Leftovers(containers=await node_containers(docker, agent.node),
-                     pod_cgroups=pod_cgroups_left(agent.cgroup_root), mounts=mounts_under(agent.root),
-                     pod_dirs=entries(agent.root / "pods"), pod_log_dirs=entries(agent.logs),
-                     legacy_log_links=entries(agent.legacy_logs))
+                     pod_cgroups=pod_cgroups_left(agent.cgroup_root, uids), mounts=mounts_under(agent.root, uids),
+                     pod_dirs=entries(agent.root / "pods", kept), pod_log_dirs=entries(agent.logs, kept),
+                     legacy_log_links=entries(agent.legacy_logs, kept))
 
 
 @dataclass
@@ -142,6 +154,7 @@ class SoakResult:
     idle_rss: int = 0
     warm_rss: int = 0  # at the end of the warm-up (a fraction of the run, at least one wave)
     warm_fds: int = 0
+    warm_pods: int = 0  # pods created by the end of the warm-up
     end_rss: int = 0
     max_rss: int = 0
     left: Leftovers | None = None
@@ -149,6 +162,11 @@ class SoakResult:
 
     def growth_pct(self) -> float:
         return 100 * (self.end_rss - self.warm_rss) / self.warm_rss if self.warm_rss else float("nan")
+
+    def growth_per_pod(self) -> float:
+        """Bytes of RSS growth per pod created after the warm-up."""
+        pods = (self.waves[-1].pods if self.waves else 0) - self.warm_pods
+        return (self.end_rss - self.warm_rss) / pods if pods > 0 else float("nan")
 
     def as_json(self) -> dict[str, Any]:
         return {"idle_rss": self.idle_rss, "warm_rss": self.warm_rss, "end_rss": self.end_rss,
@@ -158,10 +176,12 @@ class SoakResult:
 
 
 async def soak(agent: AgentProcess, docker: aiodocker.Docker, seconds: float, per_kind: int = 2,
-               on_wave: Callable[[WaveRow], None] | None = None, warmup: float = 0.1) -> SoakResult:
+               on_wave: Callable[[WaveRow], None] | None = None, warmup: float = 0.1,
+               keep: dict[str, str] | None = None) -> SoakResult:
     """Churn for `seconds` (whole waves: the last one starts before the time is up), then count leftovers.
     RSS growth is measured from the end of the warm-up (`warmup` × the run): the event store (1 000 events) and
-    the allocator's pools fill during the first minutes."""
+    the allocator's pools fill during the first minutes. `keep`: name → UID of other pods the agent runs
+    meanwhile (API pods), left out of the counts."""
     assert agent.proc is not None
     pid = agent.proc.pid
     res = SoakResult(idle_rss=rss_bytes(pid))
@@ -184,14 +204,14 @@ async def soak(agent: AgentProcess, docker: aiodocker.Docker, seconds: float, pe
             (agent.manifests / f"{n}.yaml").unlink()
 
         async def none_left() -> bool:
-            return not await agent.pods()
+            return not [p for p in await agent.pods() if str(p["metadata"]["name"]).endswith(f"-{agent.node}")]
 
         await agent.wait_for(f"wave {wave}: every pod removed", none_left, 120, 0.5)
         row = WaveRow(wave + 1, time.monotonic() - t0, created, rss_bytes(pid), open_fds(pid), threads(pid))
         res.waves.append(row)
         res.max_rss = max(res.max_rss, row.rss)
         if wave == 0 or time.monotonic() <= warm_until:
-            res.warm_rss, res.warm_fds = row.rss, row.fds
+            res.warm_rss, res.warm_fds, res.warm_pods = row.rss, row.fds, row.pods
         if on_wave is not None:
             on_wave(row)
         wave += 1
@@ -200,7 +220,7 @@ async def soak(agent: AgentProcess, docker: aiodocker.Docker, seconds: float, pe
     # what a removed pod leaves is cleaned up asynchronously (container GC, runc's cgroup removal)
     deadline = time.monotonic() + 60
     while True:
-        res.left = await leftovers(agent, docker)
+        res.left = await leftovers(agent, docker, keep)
         if res.left.total() == 0 or time.monotonic() > deadline:
             break
         await asyncio.sleep(1)

@@ -182,9 +182,15 @@ async def _disk_pressure(agent: JoinedAgent, api: ApiServer, docker: aiodocker.D
         loud["spec"]["containers"][0]["resources"] = {"limits": {"ephemeral-storage": "5Mi"}}
         loud["spec"]["containers"].append(quiet)
         loud = await admin.create(loud)
+        # writing into its own root filesystem: the writable layer (Docker's SizeRw) is ephemeral storage; with
+        # one container the pod's total is checked first, as upstream
+        rooted = _pod(agent, "rooted", "dd if=/dev/zero of=/var/fill bs=1M count=8; exec sleep 100000")
+        rooted["spec"]["containers"][0]["resources"] = {"limits": {"ephemeral-storage": "5Mi"}}
+        rooted = await admin.create(rooted)
         for pod, message in (
                 (limited, 'Usage of EmptyDir volume "scratch" exceeds the limit "5Mi". '),
-                (loud, 'Container loud exceeded its local ephemeral storage limit "5Mi". ')):
+                (loud, 'Container loud exceeded its local ephemeral storage limit "5Mi". '),
+                (rooted, "Pod ephemeral local storage usage exceeds the total limit of containers 5Mi. ")):
             got = await _wait_phase(agent, admin, pod["metadata"]["name"], "Failed", timeout=40)
             assert (got["status"]["reason"], got["status"]["message"]) == ("Evicted", message)
             assert not any(c["type"] == "DisruptionTarget" for c in got["status"].get("conditions") or [])
@@ -197,7 +203,8 @@ async def _disk_pressure(agent: JoinedAgent, api: ApiServer, docker: aiodocker.D
         status = got["status"]
         assert status["reason"] == "Evicted"
         assert re.fullmatch(r"The node was low on resource: ephemeral-storage\. Threshold quantity: 40Mi, "
-                            r"available: \d+(Ki|Mi)?\. ", status["message"]), status["message"]
+                            r"available: \d+(Ki|Mi)?\. Container filler was using \d+(Ki|Mi)?, request is 0, has larger "
+                            r"consumption of ephemeral-storage\. ", status["message"]), status["message"]
         cond = next(c for c in status["conditions"] if c["type"] == "DisruptionTarget")
         assert (cond["reason"], cond["message"]) == ("TerminationByKubelet", status["message"])
 

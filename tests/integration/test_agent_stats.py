@@ -83,6 +83,13 @@ async def test_summary_and_metrics_follow_real_usage(agent: AgentProcess) -> Non
     assert talk["network"]["name"] == "eth0" and [i["name"] for i in talk["network"]["interfaces"]] == ["eth0"]
     rx0, tx0 = talk["network"]["rxBytes"], talk["network"]["txBytes"]
     logs0 = _container(talk, "logger")["logs"]["usedBytes"]
+    # each container's writable layer (Docker's SizeRw) is its rootfs, on the image filesystem, and counts in the
+    # pod's ephemeral storage with the logs
+    # (web wrote 100 000 bytes to /www/big in its own root filesystem)
+    assert _container(talk, "web")["rootfs"]["usedBytes"] >= 100000
+    assert all(c["rootfs"]["capacityBytes"] > 0 for c in talk["containers"])
+    assert talk["ephemeral-storage"]["usedBytes"] >= sum(
+        c["rootfs"]["usedBytes"] + c["logs"]["usedBytes"] for c in talk["containers"])
 
     node = first["node"]
     assert node["nodeName"] == agent.node

@@ -42,7 +42,7 @@ def snapshot(psi: bool = True, rate: int | None = 2875368) -> Snapshot:
     container = ContainerEntry(
         name="shell", id="a3e3cc", image="docker.io/library/busybox:1.35", start_time=T - 700,
         cgroup=Measured(f"{pod_cg}/a3e3cc", T, sample(77571374, 286720, psi=psi), rate),
-        logs=Fs(T, DISK, 0, 1),
+        logs=Fs(T, DISK, 0, 1), rootfs=Fs(T, DISK, 49152, 15),
     )
     pod = PodEntry(
         name="shell", namespace="fixtures", uid="bd6bca9f-38b7-4a32-a9ba-4d6ae254cb00", start_time=T - 710,

@@ -26,8 +26,6 @@ def recorded() -> dict[str, Any]:
 
 def test_same_shape_as_the_recorded_summary() -> None:
     want = recorded()
-    for c in want["pods"][0]["containers"]:
-        del c["rootfs"]  # container writable layers are not measured (docs/kubelet-api.md)
     for fs in want["node"]["runtime"].values():
         del fs["inodesUsed"]  # Docker does not tell how many inodes its images use
     got = summary.summary(snapshot())
@@ -51,9 +49,10 @@ def test_values_and_encoding() -> None:
     assert "availableBytes" not in pod["containers"][0]["memory"]
     assert node["network"]["name"] == "eth0" and node["network"]["rxBytes"] == 524394916
     assert [i["name"] for i in node["network"]["interfaces"]] == ["ifb0", "eth0"]
-    # Ephemeral storage: logs and the disk-backed volume; the tmpfs one uses no disk.
-    assert pod["ephemeral-storage"]["usedBytes"] == 0 + 8192
-    assert pod["ephemeral-storage"]["inodesUsed"] == 1 + 2
+    # Ephemeral storage: the writable layer, logs and the disk-backed volume; the tmpfs one uses no disk.
+    assert pod["containers"][0]["rootfs"]["usedBytes"] == 49152
+    assert pod["ephemeral-storage"]["usedBytes"] == 49152 + 0 + 8192
+    assert pod["ephemeral-storage"]["inodesUsed"] == 15 + 1 + 2
     assert pod["volume"][0] == {"time": "2026-11-22T22:58:24Z", "availableBytes": 25171644416,
                                 "capacityBytes": 25171656704, "usedBytes": 12288, "inodesFree": 3085503,
                                 "inodes": 3085512, "inodesUsed": 9, "name": "kube-api-access-xz47d"}

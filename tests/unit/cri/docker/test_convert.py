@@ -18,6 +18,7 @@ from cri.docker.convert import (
     image_from_inspect,
     parse_docker_time,
     sandbox_status,
+    writable_layer,
 )
 from cri.types import ContainerEventType, ContainerMeta, ContainerState, PodMeta, SandboxState
 
@@ -282,3 +283,12 @@ def test_image_is_the_first_repo_tag_as_cri_dockerd_reports_it() -> None:
     assert tagged.image == "minikubelet.test/busybox:1.36"
     untagged = container_status(inspect(state), {"RepoTags": []})
     assert untagged.image == inspect(state)["Config"]["Image"]
+
+
+def test_writable_layer_is_size_rw_of_a_container_listed_with_size() -> None:
+    assert writable_layer({"Id": "c1"}, "/var/lib/docker", 5.0) is None  # listed without size=1
+    stats = writable_layer({"Id": "c1", "SizeRw": 8388608, "SizeRootFs": 12000000}, "/var/lib/docker", 5.0)
+    assert stats is not None
+    assert (stats.container_id, stats.writable_layer_mountpoint, stats.writable_layer_used_bytes,
+            stats.writable_layer_inodes_used, stats.writable_layer_timestamp) == ("c1", "/var/lib/docker", 8388608,
+                                                                                  None, 5.0)

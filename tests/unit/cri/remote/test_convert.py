@@ -187,3 +187,14 @@ def test_cgroup_driver_from_containerd_16_status() -> None:
 
 def test_cri_timeouts_are_whole_seconds_never_zero_by_rounding() -> None:
     assert [cri_timeout(t) for t in (0, 0.2, 1.0, 1.5, 30)] == [0, 1, 1, 2, 30]
+
+
+def test_container_stats_carry_the_writable_layer() -> None:
+    stats = pb.ContainerStats(attributes=pb.ContainerAttributes(id="c1"))
+    assert convert.container_stats(stats).writable_layer_used_bytes is None
+    stats.writable_layer.fs_id.mountpoint = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
+    stats.writable_layer.used_bytes.value = 8 * 2**20
+    stats.writable_layer.inodes_used.value = 3
+    out = convert.container_stats(stats)
+    assert (out.writable_layer_mountpoint, out.writable_layer_used_bytes, out.writable_layer_inodes_used) == (
+        "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs", 8 * 2**20, 3)

@@ -1,0 +1,100 @@
+"""Issue 17 item 1 in the VM lab: memory pressure notification on cgroup v2 (the guests boot with the unified
+hierarchy; this host is cgroup v1, so only the lab can run it).
+
+`kernelMemcgNotification: true` on a guest whose `kubepods` limit is 600Mi (systemReserved: the rest) and whose
+allocatableMemory.available threshold is 200Mi. A pod first keeps `kubepods` at its limit with page cache (files
+written in a loop: reclaimable, so no OOM kill, but `memory.events max` counts and reclaim stalls show in
+`memory.pressure`), then fills two memory-backed emptyDirs (shmem: working set) past the threshold. The agent's
+PSI/memory.events notifier makes the eviction manager synchronize at once: the journal shows a notification and the
+eviction within 2 s of it, not a 10 s monitoring tick later, and the pod is Failed/Evicted with upstream's memory
+message. Runs on guest lab-2 (test_node_shutdown.py powers lab-1 off).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from minikubelet.install import layout
+from tests.integration.agent_env import BUSYBOX
+from tests.lab.conftest import Lab
+from tests.lab.guest import Guest
+from tests.lab.test_lab import agent_journal, ready_node, wait_for
+from tests.lab.test_node_shutdown import sh
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+MI = 2**20
+LIMIT = 600 * MI
+HOG = ("while true; do dd if=/dev/zero of=/tmp/cache bs=1M count=150 2>/dev/null; done & "
+       "sleep 5; for d in /a /b; do dd if=/dev/zero of=$d/zeros bs=1M count=230; done; exec sleep 100000")
+
+
+def hog_pod(node: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "v2-hog", "namespace": "default"},
+            "spec": {"nodeName": node, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5,
+                     "volumes": [{"name": n, "emptyDir": {"medium": "Memory"}} for n in ("a", "b")],
+                     "containers": [{"name": "main", "image": BUSYBOX, "command": ["sh", "-c", HOG],
+                                     "resources": {"requests": {"memory": "10Mi"}},
+                                     "volumeMounts": [{"name": n, "mountPath": f"/{n}"} for n in ("a", "b")]}]}}
+
+
+def journal_times(journal: str, pattern: str) -> list[float]:
+    """Unix times of the agent's journal lines (`-o short-unix`) matching `pattern`."""
+    return [float(line.split()[0]) for line in journal.splitlines() if re.search(pattern, line)]
+
+
+async def test_memory_pressure_on_cgroup_v2_evicts_at_once(lab: Lab) -> None:
+    guest: Guest = lab.guests[1]
+    admin = lab.api.admin()
+    mem_total = int(next(ln.split()[1] for ln in (await sh(guest, "cat /proc/meminfo")).splitlines()
+                         if ln.startswith("MemTotal:"))) * 1024
+    assert (await sh(guest, "stat -fc %T /sys/fs/cgroup")).strip() == "cgroup2fs"
+    config = {**yaml.safe_load(await sh(guest, f"cat {layout.CONFIG}")), "kernelMemcgNotification": True,
+              "systemReserved": {"memory": str(mem_total - LIMIT)}, "evictionHard": {"memory.available": "200Mi"}}
+    await guest.put(layout.CONFIG, yaml.safe_dump(config).encode())
+    since = (await sh(guest, "date +%s")).strip()
+    await guest.sh("systemctl restart minikubelet", timeout=300)
+    await wait_for(f"node {guest.name} Ready", functools.partial(ready_node, admin, guest.name), 180)
+    node = await admin.get("nodes", guest.name)
+    assert node["status"]["allocatable"]["memory"] == "400Mi"
+
+    async def journal() -> str:
+        return (await guest.run(f"journalctl -u minikubelet --no-pager -o short-unix --since @{since}")).out
+
+    started = await wait_for("the pressure notifier", lambda: _matching(journal, "memory pressure notifier started"), 60)
+    assert "kubepods" in started, started
+
+    await admin.create(hog_pod(guest.name))
+
+    async def evicted() -> dict[str, Any] | None:
+        p = await admin.get("pods", "v2-hog", "default")
+        return p if p["status"].get("phase") == "Failed" else None
+
+    try:
+        pod = await wait_for("v2-hog evicted", evicted, 240)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- agent journal ---\n{await agent_journal(guest)}") from None
+    status = pod["status"]
+    assert status["reason"] == "Evicted"
+    assert re.fullmatch(r"The node was low on resource: memory\. Threshold quantity: 200Mi, available: \d+Ki\. "
+                        r"Container main was using \d+Ki, request is 10Mi, has larger consumption of memory\. ",
+                        status["message"]), status["message"]
+
+    text = await journal()
+    notified = journal_times(text, "eviction threshold notification")
+    evictions = journal_times(text, "evicting pod.*v2-hog")
+    assert notified and evictions, text[-4000:]
+    # the eviction came from a pass a notification started, not from the 10 s tick
+    assert any(0 <= evictions[0] - t <= 2.0 for t in notified), (notified, evictions)
+    await admin.delete("pods", "v2-hog", "default")
+
+
+async def _matching(journal: Callable[[], Awaitable[str]], pattern: str) -> str | None:
+    text: str = await journal()
+    return next((ln for ln in text.splitlines() if pattern in ln), None)
