@@ -200,10 +200,10 @@ def container_event(message: Mapping[str, Any]) -> ContainerEvent | None:
 
 def writable_layer(listed: Mapping[str, Any], data_root: str, now: float) -> ContainerStats | None:
     """cri-dockerd's ContainerStats.writable_layer: `SizeRw` of a container listed with size=1 (bytes only:
-    Docker counts no inodes)."""
-    size = listed.get("SizeRw")
-    if size is None or not listed.get("Id"):
+    Docker counts no inodes). The list leaves out a SizeRw of 0 (omitempty)."""
+    if not listed.get("Id"):
         return None
+    size = listed.get("SizeRw") or 0
     return ContainerStats(container_id=str(listed["Id"]), timestamp=now, writable_layer_used_bytes=max(0, int(size)),
                           writable_layer_mountpoint=data_root, writable_layer_timestamp=now)
 

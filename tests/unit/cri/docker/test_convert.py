@@ -286,7 +286,9 @@ def test_image_is_the_first_repo_tag_as_cri_dockerd_reports_it() -> None:
 
 
 def test_writable_layer_is_size_rw_of_a_container_listed_with_size() -> None:
-    assert writable_layer({"Id": "c1"}, "/var/lib/docker", 5.0) is None  # listed without size=1
+    assert writable_layer({"Names": ["/x"]}, "/var/lib/docker", 5.0) is None
+    empty = writable_layer({"Id": "c1"}, "/var/lib/docker", 5.0)  # Docker omits a SizeRw of 0
+    assert empty is not None and empty.writable_layer_used_bytes == 0
     stats = writable_layer({"Id": "c1", "SizeRw": 8388608, "SizeRootFs": 12000000}, "/var/lib/docker", 5.0)
     assert stats is not None
     assert (stats.container_id, stats.writable_layer_mountpoint, stats.writable_layer_used_bytes,
