@@ -7,6 +7,7 @@
 #   lab/vagrant-local.sh up       netns, libvirtd, pool, box, API server, `vagrant up`, node Ready, a pod Running
 #   lab/vagrant-local.sh cp       `vagrant up cp` (the kubeadm control plane) as far as it goes offline
 #   lab/vagrant-local.sh ssh ...  `vagrant ssh worker-1 ...` inside the namespace
+#   lab/vagrant-local.sh destroy  `vagrant destroy -f` of the workers (the host side stays up)
 #   lab/vagrant-local.sh down     destroy the VMs, stop the API server and libvirtd, restore qemu.conf, delete
 #                                 the namespace and the state directory
 #
@@ -32,6 +33,7 @@ QEMU_CONF=/etc/libvirt/qemu.conf
 T0=$SECONDS
 say() { echo "vagrant-local: $*" >&2; }
 step() { say "$1 ($((SECONDS - t))s, total $((SECONDS - T0))s)"; t=$SECONDS; }
+stamp() { local s=$SECONDS l; while IFS= read -r l; do printf '%5ds %s\n' $((SECONDS - s)) "$l"; done; }
 t=$SECONDS
 
 in_ns() { ip netns exec "$NETNS" "$@"; }
@@ -195,7 +197,7 @@ up() {
   host_up
   vagrant_env
   say "vagrant up --provider=libvirt (MKL_CONTROL_PLANE=external MKL_API_SERVER=$MKL_API_SERVER MKL_WORKERS=$MKL_WORKERS)"
-  MKL_CONTROL_PLANE=external vagrant_ns up --provider=libvirt 2>&1 | tee "$STATE/vagrant-up.log" >&2
+  MKL_CONTROL_PLANE=external vagrant_ns up --provider=libvirt 2>&1 | stamp | tee "$STATE/vagrant-up.log" >&2
   step "vagrant up"
   wait_for 120 "node worker-1 Ready" node_ready; step "node worker-1 Ready"
   images_into_guest; step "test images in worker-1's Docker Engine"
@@ -214,14 +216,16 @@ cp_vm() {
   [[ -d vagrant/.lab ]] || touch "$STATE/made-secrets"
   say "vagrant up cp --provider=libvirt (kubeadm from pkgs.k8s.io: needs the internet)"
   local rc=0
-  MKL_CONTROL_PLANE=kubeadm vagrant_ns up cp --provider=libvirt 2>&1 | tee "$STATE/vagrant-up-cp.log" >&2 || rc=$?
+  MKL_CONTROL_PLANE=kubeadm vagrant_ns up cp --provider=libvirt 2>&1 | stamp | tee "$STATE/vagrant-up-cp.log" >&2 \
+    || rc=$?
   step "vagrant up cp exited $rc"
 }
 
 down() {
-  local pid
+  local pid domains d
   if [[ -d $STATE ]] && ip netns list | grep -qx "$NETNS"; then
     if pid=$(pid_of "$STATE/libvirtd.pid"); then
+      domains=$(virsh_ns list --all --name)
       [[ -f $STATE/api/join.env ]] && { MKL_CONTROL_PLANE=external vagrant_ns destroy -f >&2 || true; }
       [[ -f $STATE/made-secrets || -d vagrant/.lab ]] && { MKL_CONTROL_PLANE=kubeadm vagrant_ns destroy -f cp >&2 || true; }
       for d in $(virsh_ns list --all --name); do   # anything vagrant left
@@ -237,6 +241,7 @@ down() {
       virsh_ns pool-undefine default >/dev/null 2>&1 || true
       kill "$pid"
       say "stopped libvirtd ($pid)"
+      for d in $domains; do rm -f "/var/log/libvirt/qemu/$d.log"; done
     fi
   fi
   if pid=$(pid_of "$STATE/api.pid" 2>/dev/null); then kill "$pid"; say "stopped the test API server ($pid)"; fi
@@ -249,7 +254,8 @@ down() {
 case ${1:-} in
   up) up ;;
   cp) cp_vm ;;
-  ssh) shift; vagrant_env; MKL_CONTROL_PLANE=external vagrant_ns ssh worker-1 "$@" ;;
+  ssh) shift; MKL_CONTROL_PLANE=external vagrant_ns ssh worker-1 "$@" ;;
+  destroy) t=$SECONDS; MKL_CONTROL_PLANE=external vagrant_ns destroy -f; step "vagrant destroy -f" ;;
   down) down ;;
-  *) echo "usage: $0 up|cp|ssh|down (see the header)" >&2; exit 2 ;;
+  *) echo "usage: $0 up|cp|ssh|destroy|down (see the header)" >&2; exit 2 ;;
 esac
