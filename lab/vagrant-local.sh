@@ -40,6 +40,8 @@ in_ns() { ip netns exec "$NETNS" "$@"; }
 vagrant_env() {
   # shellcheck source=/dev/null
   [[ -f $STATE/api/join.env ]] && set -a && source "$STATE/api/join.env" && set +a
+  # external unless told otherwise: a kubeadm-mode Vagrantfile makes the cluster secrets in vagrant/.lab
+  export MKL_CONTROL_PLANE=${MKL_CONTROL_PLANE:-external}
   export VAGRANT_HOME=$STATE/vagrant.d VAGRANT_DOTFILE_PATH=$STATE/dotvagrant VAGRANT_CHECKPOINT_DISABLE=1 \
     MKL_BOX=$BOX MKL_SSH_KEY=$STATE/id_ed25519 MKL_LIBVIRT_DRIVER=${MKL_VAGRANT_DRIVER:-qemu} \
     MKL_WHEELHOUSE=$STATE/wheelhouse MKL_WORKERS=${MKL_WORKERS:-1} MKL_WORKER_MEMORY=${MKL_WORKER_MEMORY:-1280} \
@@ -147,8 +149,9 @@ wheelhouse() {
 
 api_up() {
   pid_of "$STATE/api.pid" >/dev/null && return 0
-  in_ns nohup .venv/bin/python -m tests.lab.standalone_api --host "$API_ADDR" --port 6443 --dir "$STATE/api" \
-    >"$STATE/api.log" 2>&1 &
+  # not through in_ns: $! must be the server's pid (`ip netns exec` execs it), not a subshell's
+  ip netns exec "$NETNS" .venv/bin/python -m tests.lab.standalone_api --host "$API_ADDR" --port 6443 \
+    --dir "$STATE/api" </dev/null >"$STATE/api.log" 2>&1 &
   echo $! >"$STATE/api.pid"
   for _ in $(seq 60); do [[ -f $STATE/api/ready ]] && return 0; sleep 0.5; done
   say "the test API server did not start:"; cat "$STATE/api.log" >&2; exit 1
@@ -186,7 +189,8 @@ images_into_guest() {
   local sock=$STATE/worker-1-docker.sock fwd
   (vagrant_env; cd vagrant && vagrant ssh-config worker-1) >"$STATE/ssh-config"
   rm -f "$sock"
-  in_ns ssh -F "$STATE/ssh-config" -o ExitOnForwardFailure=yes -N -L "$sock:/run/docker.sock" worker-1 &
+  ip netns exec "$NETNS" ssh -F "$STATE/ssh-config" -o ExitOnForwardFailure=yes -N -L "$sock:/run/docker.sock" \
+    worker-1 &
   fwd=$!
   wait_for 30 "the forwarded docker socket" test -S "$sock"
   DOCKER_HOST=unix://$sock scripts/images/build >&2 || { kill "$fwd"; return 1; }
@@ -205,6 +209,8 @@ up() {
     "spec":{"nodeName":"worker-1","containers":[{"name":"hello","image":"busybox:1.28","command":["sh","-c","echo hello from $(hostname); sleep 3600"]}]}}' >/dev/null
   wait_for 300 "pod hello Running" pod_running
   step "pod hello Running on $(api GET /api/v1/namespaces/default/pods/hello | python3 -c 'import json,sys; print(json.load(sys.stdin)["spec"].get("nodeName"))')"
+  # logs come from the node's kubelet API (:10250) through the API server
+  say "kubectl logs hello (through the API server): $(api GET /api/v1/namespaces/default/pods/hello/log)"
   MKL_CONTROL_PLANE=external vagrant_ns ssh worker-1 -c \
     'systemctl is-active minikubelet; docker ps --format "{{.Names}} {{.Status}}" | grep hello' >&2
   step "vagrant ssh worker-1"
@@ -227,7 +233,7 @@ down() {
     if pid=$(pid_of "$STATE/libvirtd.pid"); then
       domains=$(virsh_ns list --all --name)
       [[ -f $STATE/api/join.env ]] && { MKL_CONTROL_PLANE=external vagrant_ns destroy -f >&2 || true; }
-      [[ -f $STATE/made-secrets || -d vagrant/.lab ]] && { MKL_CONTROL_PLANE=kubeadm vagrant_ns destroy -f cp >&2 || true; }
+      [[ -f $STATE/made-secrets ]] && { MKL_CONTROL_PLANE=kubeadm vagrant_ns destroy -f cp >&2 || true; }
       for d in $(virsh_ns list --all --name); do   # anything vagrant left
         virsh_ns destroy "$d" >/dev/null 2>&1 || true
         virsh_ns undefine "$d" --nvram >/dev/null 2>&1 || virsh_ns undefine "$d" >/dev/null 2>&1 || true
@@ -241,7 +247,8 @@ down() {
       virsh_ns pool-undefine default >/dev/null 2>&1 || true
       kill "$pid"
       say "stopped libvirtd ($pid)"
-      for d in $domains; do rm -f "/var/log/libvirt/qemu/$d.log"; done
+      # libvirt's per-domain logs (stdio_handler = "file"): this Vagrantfile's domains are vagrant_<machine>
+      for d in $domains vagrant_cp vagrant_worker-{1..9}; do rm -f "/var/log/libvirt/qemu/$d.log"; done
     fi
   fi
   if pid=$(pid_of "$STATE/api.pid" 2>/dev/null); then kill "$pid"; say "stopped the test API server ($pid)"; fi
