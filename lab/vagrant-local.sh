@@ -99,6 +99,11 @@ netns_up() {
 
 libvirtd_up() {
   pid_of "$STATE/libvirtd.pid" >/dev/null && return 0
+  if [[ -S /run/libvirt/libvirt-sock ]]; then
+    say "a libvirtd already serves /run/libvirt/libvirt-sock: stop it first (this script runs its own in $NETNS)"
+    exit 1
+  fi
+  [[ -d /run/libvirt ]] || touch "$STATE/made-run-libvirt"
   in_ns libvirtd -d -p "$STATE/libvirtd.pid"
   for _ in $(seq 60); do virsh_ns version >/dev/null 2>&1 && break; sleep 0.5; done
   virsh_ns version >/dev/null
@@ -249,6 +254,7 @@ down() {
       say "stopped libvirtd ($pid)"
       # libvirt's per-domain logs (stdio_handler = "file"): this Vagrantfile's domains are vagrant_<machine>
       for d in $domains vagrant_cp vagrant_worker-{1..9}; do rm -f "/var/log/libvirt/qemu/$d.log"; done
+      [[ -f $STATE/made-run-libvirt ]] && rm -rf /run/libvirt   # its runtime state (network status, sockets)
     fi
   fi
   if pid=$(pid_of "$STATE/api.pid" 2>/dev/null); then kill "$pid"; say "stopped the test API server ($pid)"; fi
