@@ -79,6 +79,10 @@ def kubelet_configuration(opts: JoinOptions) -> bytes:
                            "x509": {"clientCAFile": paths.CA_FILE}},
         "authorization": {"mode": "Webhook"},
         "clusterDomain": opts.cluster_domain,
+        # upstream's defaults, not the standalone agent's loopback ones: the API server reaches the kubelet API
+        # (:10250) at the node's address for logs, exec and metrics; the unauthenticated read-only port stays off
+        "address": "0.0.0.0",
+        "readOnlyPort": 0,
     }
     if opts.cluster_dns:
         doc["clusterDNS"] = list(opts.cluster_dns)

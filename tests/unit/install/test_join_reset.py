@@ -47,6 +47,7 @@ async def test_join_writes_what_the_agent_loads_and_is_idempotent(api: ApiServer
         ("worker-1", paths.ROOT_DIR, paths.MANIFESTS)
     assert (config.cluster_dns, config.cgroup_driver, config.rotate_certificates) == (("10.96.0.10",), "cgroupfs", True)
     assert config.authentication.client_ca_file == paths.CA_FILE and config.authorization_mode == "Webhook"
+    assert (config.address, config.read_only_port) == ("0.0.0.0", 0)  # :10250 reachable by the API server
     assert Path(layout.path(paths.FLAGS_ENV)).read_text() == 'MINIKUBELET_ARGS="--node-ip=192.0.2.10"\n'
     assert Path(layout.path(paths.UNIT)).read_bytes() == unit_text()
     assert os.path.isdir(layout.path(paths.MANIFESTS))
