@@ -5,17 +5,19 @@
 #
 #   lab/provision-worker.sh --api https://CP:6443 --token ID.SECRET --ca-cert-hash sha256:HEX \
 #       --wheelhouse DIR [--node-ip IP] [--node-name NAME] [--cluster-dns 10.96.0.10] [-- MORE JOIN FLAGS]
+#   lab/provision-worker.sh --install-only --wheelhouse DIR     steps 1-3 only (e.g. to bake a machine image)
 #
 # 1. docker.io and python3-venv, installed with apt only when missing (the CI guests have them and no network);
 # 2. Docker's cgroup driver set to cgroupfs when it is not (the agent's cgroupDriver must match Docker's, and
 #    the systemd cgroup driver is not built yet), Docker restarted only then;
-# 3. the agent installed into /opt/minikubelet/venv from DIR (scripts/build-wheelhouse; pip --no-index);
+# 3. the agent installed into /opt/minikubelet/venv from DIR (scripts/build-wheelhouse; pip --no-index): the
+#    dependencies only when the wheelhouse's set of them changed, the project's wheel only when it changed;
 # 4. `minikubelet join`: token discovery of the CA, the node's files, the systemd unit enabled and started;
 # 5. waits (up to 5 min) until systemd reports the unit active (Type=notify: after its first sync).
 # Running it again changes nothing. `minikubelet reset` (/opt/minikubelet/venv/bin/minikubelet reset) undoes 4.
 set -euo pipefail
 
-api='' token='' hash='' wheelhouse='' node_ip='' node_name='' cluster_dns=''
+api='' token='' hash='' wheelhouse='' node_ip='' node_name='' cluster_dns='' install_only=0
 extra=()
 while (($#)); do
   case $1 in
@@ -26,11 +28,14 @@ while (($#)); do
     --node-ip) node_ip=$2; shift 2 ;;
     --node-name) node_name=$2; shift 2 ;;
     --cluster-dns) cluster_dns=$2; shift 2 ;;
+    --install-only) install_only=1; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "provision-worker: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-for v in api token hash wheelhouse; do
+required=(wheelhouse)
+((install_only)) || required+=(api token hash)
+for v in "${required[@]}"; do
   [[ -n ${!v} ]] || { echo "provision-worker: --${v/hash/ca-cert-hash} is required" >&2; exit 2; }
 done
 [[ $EUID -eq 0 ]] || { echo "provision-worker: run as root" >&2; exit 1; }
@@ -70,8 +75,23 @@ PY
 fi
 
 [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheelhouse" --upgrade minikubelet
+pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheelhouse")
+# under emulation pip's resolver alone takes a minute: skipped when the wheelhouse has not changed
+deps=$(find "$wheelhouse" -maxdepth 1 -name '*.whl' ! -name 'minikubelet-*' -printf '%f\n' | sort | sha256sum)
+if [[ $(cat "$VENV/.mkl-deps" 2>/dev/null) != "$deps" ]]; then
+  "${pip[@]}" --upgrade minikubelet
+  echo "$deps" >"$VENV/.mkl-deps"
+fi
+wheel=$(find "$wheelhouse" -maxdepth 1 -name 'minikubelet-*.whl' | sort | tail -n 1)
+[[ -n $wheel ]] || { echo "provision-worker: no minikubelet-*.whl in $wheelhouse" >&2; exit 2; }
+# the same version number with new code is still a new agent
+sum=$(sha256sum <"$wheel")
+if [[ $(cat "$VENV/.mkl-wheel" 2>/dev/null) != "$sum" ]]; then
+  "${pip[@]}" --no-deps --force-reinstall "$wheel"
+  echo "$sum" >"$VENV/.mkl-wheel"
+fi
 say "agent: $("$VENV/bin/minikubelet" version)"
+((install_only)) && exit 0
 
 args=(join "$api" --token "$token" --discovery-token-ca-cert-hash "$hash")
 [[ -n $node_ip ]] && args+=(--node-ip "$node_ip")
