@@ -47,7 +47,11 @@ async def lab() -> AsyncIterator[Lab]:
     taps = _env("MKL_LAB_TAPS").split(",")
     guests = [Guest(image, rundir, f"lab-{i}", i, subnet=subnet, tap=tap) for i, tap in enumerate(taps, 1)]
     timings: dict[str, float] = {}
-    api = ApiServer(rundir / "api", host=f"{subnet}.1", port=API_PORT, max_watch_seconds=30)
+    # kube-controller-manager's node IPAM gives each Node a podCIDR for the agents' --pod-network=host-gw
+    api = ApiServer(rundir / "api", host=f"{subnet}.1", port=API_PORT, max_watch_seconds=30,
+                    cluster_cidrs=(provision.CLUSTER_CIDR,))
+    # the network add-on's grant (flannel's ClusterRole): the routes need every Node, not only its own
+    api.authorizer.grant("system:nodes", "nodes", ("get", "list", "watch"))
     await api.start()
     try:
         t0 = time.monotonic()

@@ -17,6 +17,7 @@ from minikubelet.install.ca_pin import spki_hash
 from tests.lab.guest import Guest
 
 POD_PIDS_LIMIT = 512
+CLUSTER_CIDR = "10.244.0.0/16"
 REPO = Path(__file__).resolve().parents[2]
 
 # On top of what join writes: a pod PID limit to read back as pids.max, and quicker status reports
@@ -52,6 +53,7 @@ async def provision_worker(guest: Guest, wheels: Path, api_url: str, ca_pem: byt
     await guest.put("/root/kubelet-config-patch.yaml", yaml.safe_dump(KUBELET_CONFIG_PATCH).encode())
     argv = ["/root/provision-worker.sh", "--api", api_url, "--token", token, "--ca-cert-hash", ca_cert_hash(ca_pem),
             "--wheelhouse", "/root/wheelhouse", "--node-ip", guest.ip, "--node-name", guest.name,
-            "--", "--kubelet-config-patch", "/root/kubelet-config-patch.yaml"]
+            "--", "--kubelet-config-patch", "/root/kubelet-config-patch.yaml",
+            "--pod-network", "host-gw", "--non-masquerade-cidr", CLUSTER_CIDR]
     # byte-compiling every installed module costs minutes under TCG; the agent compiles what it imports
     return await guest.sh("PIP_NO_COMPILE=1 " + shlex.join(argv), timeout=1200)
