@@ -18,6 +18,8 @@ from tests.lab.guest import Guest
 
 POD_PIDS_LIMIT = 512
 CLUSTER_CIDR = "10.244.0.0/16"
+# one guest on each driver: the cgroupfs checks run on lab-1, the systemd slices on lab-2
+CGROUP_DRIVERS = {"lab-1": "cgroupfs", "lab-2": "systemd"}
 REPO = Path(__file__).resolve().parents[2]
 
 # On top of what join writes: a pod PID limit to read back as pids.max, and quicker status reports
@@ -53,6 +55,7 @@ async def provision_worker(guest: Guest, wheels: Path, api_url: str, ca_pem: byt
     await guest.put("/root/kubelet-config-patch.yaml", yaml.safe_dump(KUBELET_CONFIG_PATCH).encode())
     argv = ["/root/provision-worker.sh", "--api", api_url, "--token", token, "--ca-cert-hash", ca_cert_hash(ca_pem),
             "--wheelhouse", "/root/wheelhouse", "--node-ip", guest.ip, "--node-name", guest.name,
+            "--cgroup-driver", CGROUP_DRIVERS[guest.name],
             "--", "--kubelet-config-patch", "/root/kubelet-config-patch.yaml",
             "--pod-network", "host-gw", "--non-masquerade-cidr", CLUSTER_CIDR]
     # byte-compiling every installed module costs minutes under TCG; the agent compiles what it imports

@@ -5,8 +5,8 @@ seconds instead of a TCG boot of one to five minutes, and provisioning only inst
 and joins.
 
 The cache key covers everything the saved guest holds: the image, the dependency wheels, the test images'
-recipe, the provisioning script, this module and the guest's identity (name, address, MAC, memory). A
-snapshot also holds the guest's address, so there is one per guest.
+recipe, the provisioning script, this module and the guest's identity (name, address, MAC, memory, Docker's
+cgroup driver). A snapshot also holds the guest's address, so there is one per guest.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ def cache_key(guest: Guest, wheels: Path) -> str:
               "lab/provision-worker.sh", "tests/lab/snapshot.py"):
         h.update((provision.REPO / f).read_bytes())
     h.update(" ".join(guest.qemu_argv()).replace(str(guest.dir), "").encode())
+    h.update(provision.CGROUP_DRIVERS[guest.name].encode())
     return h.hexdigest()[:16]
 
 
@@ -48,7 +49,8 @@ async def _prepare(guest: Guest, wheels: Path, workdir: Path) -> dict[str, float
     t1 = time.monotonic()
     await guest.put_dir(wheels, "/root/wheelhouse")
     await guest.put("/root/provision-worker.sh", (provision.REPO / "lab/provision-worker.sh").read_bytes(), "0755")
-    await guest.sh("/root/provision-worker.sh --install-only --wheelhouse /root/wheelhouse", timeout=1500)
+    await guest.sh("/root/provision-worker.sh --install-only --wheelhouse /root/wheelhouse --cgroup-driver "
+                   + provision.CGROUP_DRIVERS[guest.name], timeout=1500)
     times["provision-worker.sh --install-only"] = time.monotonic() - t1
     # the saved disk must be consistent without the guest's page cache
     await guest.sh("sync")

@@ -180,6 +180,32 @@ async def test_cgroup_v2_limits_read_back(lab: Lab) -> None:
     assert pod_values == {"pids.max": f"{provision.POD_PIDS_LIMIT}", "memory.max": f"{64 * MiB}"}
 
 
+async def test_systemd_cgroup_driver_makes_the_slices(lab: Lab) -> None:
+    """lab-2 runs the agent and Docker with cgroupDriver systemd (issue 16 item 2): the pod's cgroups are
+    transient slices systemd knows, with the limits as unit properties and in the cgroup v2 files."""
+    guest = lab.guests[1]
+    assert provision.CGROUP_DRIVERS[guest.name] == "systemd"
+    assert (await guest.sh("docker info -f '{{.CgroupDriver}}'")).strip() == "systemd"
+    resources = {"requests": {"cpu": "250m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "64Mi"}}
+    await lab.api.admin().create(pod("slices", guest.name, "sleep 3600", resources))
+    p = await running_pod(lab, guest, "slices")
+    uid = p["metadata"]["uid"].replace("-", "_")
+    unit = f"kubepods-burstable-pod{uid}.slice"
+    props = dict(line.split("=", 1) for line in (await guest.sh(
+        f"systemctl show -p ActiveState -p ControlGroup -p MemoryMax -p CPUQuotaPerSecUSec -p TasksMax {unit}"
+    )).strip().splitlines())
+    pod_dir = f"/kubepods.slice/kubepods-burstable.slice/{unit}"
+    assert props == {"ActiveState": "active", "ControlGroup": pod_dir, "MemoryMax": f"{64 * MiB}",
+                     "CPUQuotaPerSecUSec": "500ms", "TasksMax": f"{provision.POD_PIDS_LIMIT}"}, props
+    for parent in ("kubepods.slice", "kubepods-burstable.slice"):
+        assert (await guest.sh(f"systemctl is-active {parent}")).strip() == "active"
+    assert await read_files(guest, "/sys/fs/cgroup" + pod_dir, "memory.max", "cpu.max", "pids.max") == {
+        "memory.max": f"{64 * MiB}", "cpu.max": "50000 100000", "pids.max": f"{provision.POD_PIDS_LIMIT}"}
+    ctr = await container_cgroup(guest, "slices")
+    assert ctr.startswith(f"/sys/fs/cgroup{pod_dir}/docker-") and ctr.endswith(".scope"), ctr
+    assert (await read_files(guest, ctr, "memory.max"))["memory.max"] == f"{64 * MiB}"
+
+
 async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
     guest = lab.guests[0]
     admin = lab.api.admin()
