@@ -55,7 +55,7 @@ async def lab() -> AsyncIterator[Lab]:
     await api.start()
     try:
         t0 = time.monotonic()
-        await snapshot.prepared_overlays(guests, wheels, Path(_env("MKL_LAB_CACHE")), timings)
+        await snapshot.prepared_overlays(guests, wheels, Path(_env("MKL_LAB_CACHE")), rundir, timings)
         t1 = time.monotonic()
         await asyncio.gather(*(g.boot(loadvm=snapshot.SNAPSHOT) for g in guests))
         waited = await asyncio.gather(*(g.wait_ssh() for g in guests))

@@ -68,17 +68,20 @@ async def _prepare(guest: Guest, wheels: Path, workdir: Path) -> dict[str, float
     return times
 
 
-async def prepared_overlays(guests: list[Guest], wheels: Path, cache: Path, timings: dict[str, float]) -> None:
-    """Put each guest's prepared overlay (from the cache, made first when missing) at `guest.overlay`."""
+async def prepared_overlays(guests: list[Guest], wheels: Path, cache: Path, rundir: Path,
+                            timings: dict[str, float]) -> None:
+    """Put each guest's prepared overlay (from the cache, made first when missing) at `guest.overlay`. The
+    guests that prepare them run under `rundir` (scripts/test-lab's teardown stops them), and only a finished
+    snapshot enters the cache."""
     keys = {g.name: cache_key(g, wheels) for g in guests}
     missing = [g for g in guests if not (cache / f"prepared-{keys[g.name]}" / "done").exists()]
     if missing:
-        work = {g.name: Guest(g.image, cache / f"prepared-{keys[g.name]}.tmp", g.name, g.index,
-                              subnet=g.subnet, tap=g.tap, memory_mib=g.memory_mib, cpus=g.cpus) for g in missing}
-        for w in work.values():
-            shutil.rmtree(w.dir.parent, ignore_errors=True)
+        workdir = rundir / "prepare"
+        shutil.rmtree(workdir, ignore_errors=True)
+        work = {g.name: Guest(g.image, workdir, g.name, g.index, subnet=g.subnet, tap=g.tap,
+                              memory_mib=g.memory_mib, cpus=g.cpus) for g in missing}
         try:
-            results = await asyncio.gather(*(_prepare(w, wheels, w.dir.parent) for w in work.values()))
+            results = await asyncio.gather(*(_prepare(w, wheels, workdir) for w in work.values()))
         finally:
             await asyncio.gather(*(w.kill() for w in work.values()))
         for name, times in zip(work, results, strict=True):
@@ -90,11 +93,11 @@ async def prepared_overlays(guests: list[Guest], wheels: Path, cache: Path, timi
             final.mkdir(parents=True)
             shutil.move(work[g.name].overlay, final / "disk.qcow2")
             (final / "done").touch()
-            shutil.rmtree(work[g.name].dir.parent, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
         # snapshots of older recipes are dead weight (a gigabyte each)
         wanted = {f"prepared-{k}" for k in keys.values()}
         for old in cache.glob("prepared-*"):
-            if old.name not in wanted and not old.name.endswith(".tmp"):
+            if old.name not in wanted:
                 shutil.rmtree(old, ignore_errors=True)
     t0 = time.monotonic()
     for g in guests:
