@@ -14,7 +14,7 @@ import yaml
 from cryptography import x509
 
 from minikubelet.install.ca_pin import spki_hash
-from tests.lab.guest import Guest
+from tests.lab.guest import Guest, GuestError
 
 POD_PIDS_LIMIT = 512
 CLUSTER_CIDR = "10.244.0.0/16"
@@ -59,4 +59,9 @@ async def provision_worker(guest: Guest, wheels: Path, api_url: str, ca_pem: byt
             "--", "--kubelet-config-patch", "/root/kubelet-config-patch.yaml",
             "--pod-network", "host-gw", "--non-masquerade-cidr", CLUSTER_CIDR]
     # byte-compiling every installed module costs minutes under TCG; the agent compiles what it imports
-    return await guest.sh("PIP_NO_COMPILE=1 " + shlex.join(argv), timeout=1200)
+    r = await guest.run("PIP_NO_COMPILE=1 " + shlex.join(argv), timeout=1200)
+    if r.rc != 0:
+        journal = (await guest.run("journalctl -u minikubelet --no-pager -n 80 -o cat")).out
+        raise GuestError(f"{guest.name}: lab/provision-worker.sh exited {r.rc}:\n{r.out[-3000:]}\n"
+                         f"--- agent journal ---\n{journal[-6000:]}")
+    return r.out
