@@ -142,9 +142,10 @@ async def test_a_pod_reaches_a_pod_on_the_other_node_by_pod_ip(lab: Lab) -> None
     web = await running_pod(lab, server_node, "web")
     web_ip = web["status"]["podIP"]
     assert ipaddress.ip_address(web_ip) in ipaddress.ip_network(cidrs[server_node.name])
-    # the answer goes into the termination message, so the API shows what the client got
+    # the answer goes into the termination message, so the API shows what the client got (busybox's own
+    # `timeout`: the image's busybox wget segfaults with -T)
     await admin.create(pod("fetch", client_node.name,
-                           f"for i in $(seq 30); do wget -q -T 5 -O /dev/termination-log http://{web_ip}:8080/ "
+                           f"for i in $(seq 30); do timeout 10 wget -q -O /dev/termination-log http://{web_ip}:8080/ "
                            "&& exit 0; sleep 2; done; exit 1", restart="Never"))
 
     async def finished() -> dict[str, Any] | None:
