@@ -4,18 +4,21 @@
 # proves is what users run. As root, on the worker:
 #
 #   lab/provision-worker.sh --api https://CP:6443 --token ID.SECRET --ca-cert-hash sha256:HEX \
-#       --wheelhouse DIR [--node-ip IP] [--node-name NAME] [--cluster-dns 10.96.0.10] [-- MORE JOIN FLAGS]
+#       --wheelhouse DIR [--node-ip IP] [--node-name NAME] [--cluster-dns 10.96.0.10] \
+#       [--cgroup-driver cgroupfs|systemd] [-- MORE JOIN FLAGS]
+#   lab/provision-worker.sh --install-only --wheelhouse DIR [--cgroup-driver D]   steps 1-3 only (e.g. to bake an image)
 #
 # 1. docker.io and python3-venv, installed with apt only when missing (the CI guests have them and no network);
-# 2. Docker's cgroup driver set to cgroupfs when it is not (the agent's cgroupDriver must match Docker's, and
-#    the systemd cgroup driver is not built yet), Docker restarted only then;
-# 3. the agent installed into /opt/minikubelet/venv from DIR (scripts/build-wheelhouse; pip --no-index);
+# 2. Docker's cgroup driver set to --cgroup-driver (default cgroupfs) when it is not (the agent's cgroupDriver,
+#    which join gets the same flag for, must match Docker's), Docker restarted only then;
+# 3. the agent installed into /opt/minikubelet/venv from DIR (scripts/build-wheelhouse; pip --no-index): the
+#    dependencies only when the wheelhouse's set of them changed, the project's wheel only when it changed;
 # 4. `minikubelet join`: token discovery of the CA, the node's files, the systemd unit enabled and started;
 # 5. waits (up to 5 min) until systemd reports the unit active (Type=notify: after its first sync).
 # Running it again changes nothing. `minikubelet reset` (/opt/minikubelet/venv/bin/minikubelet reset) undoes 4.
 set -euo pipefail
 
-api='' token='' hash='' wheelhouse='' node_ip='' node_name='' cluster_dns=''
+api='' token='' hash='' wheelhouse='' node_ip='' node_name='' cluster_dns='' install_only=0 cgroup_driver=cgroupfs
 extra=()
 while (($#)); do
   case $1 in
@@ -26,14 +29,20 @@ while (($#)); do
     --node-ip) node_ip=$2; shift 2 ;;
     --node-name) node_name=$2; shift 2 ;;
     --cluster-dns) cluster_dns=$2; shift 2 ;;
+    --install-only) install_only=1; shift ;;
+    --cgroup-driver) cgroup_driver=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "provision-worker: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-for v in api token hash wheelhouse; do
+required=(wheelhouse)
+((install_only)) || required+=(api token hash)
+for v in "${required[@]}"; do
   [[ -n ${!v} ]] || { echo "provision-worker: --${v/hash/ca-cert-hash} is required" >&2; exit 2; }
 done
 [[ $EUID -eq 0 ]] || { echo "provision-worker: run as root" >&2; exit 1; }
+[[ $cgroup_driver == cgroupfs || $cgroup_driver == systemd ]] \
+  || { echo "provision-worker: --cgroup-driver must be cgroupfs or systemd, not $cgroup_driver" >&2; exit 2; }
 [[ -d $wheelhouse ]] || { echo "provision-worker: --wheelhouse $wheelhouse is not a directory" >&2; exit 2; }
 
 VENV=/opt/minikubelet/venv
@@ -50,30 +59,45 @@ fi
 
 systemctl enable --now docker >/dev/null 2>&1 || true
 driver=$(docker info --format '{{.CgroupDriver}}' 2>/dev/null || echo unknown)
-if [[ $driver != cgroupfs ]]; then
-  say "Docker's cgroup driver is $driver; setting cgroupfs in /etc/docker/daemon.json"
+if [[ $driver != "$cgroup_driver" ]]; then
+  say "Docker's cgroup driver is $driver; setting $cgroup_driver in /etc/docker/daemon.json"
   mkdir -p /etc/docker
   if [[ -s /etc/docker/daemon.json ]]; then
-    python3 - <<'PY'
-import json
+    python3 - "$cgroup_driver" <<'PY'
+import json, sys
 p = "/etc/docker/daemon.json"
 d = json.load(open(p))
-d["exec-opts"] = [o for o in d.get("exec-opts", []) if not o.startswith("native.cgroupdriver=")] + ["native.cgroupdriver=cgroupfs"]
+d["exec-opts"] = [o for o in d.get("exec-opts", []) if not o.startswith("native.cgroupdriver=")] + [f"native.cgroupdriver={sys.argv[1]}"]
 json.dump(d, open(p, "w"), indent=2)
 PY
   else
-    echo '{"exec-opts": ["native.cgroupdriver=cgroupfs"]}' >/etc/docker/daemon.json
+    echo "{\"exec-opts\": [\"native.cgroupdriver=$cgroup_driver\"]}" >/etc/docker/daemon.json
   fi
   systemctl restart docker
   driver=$(docker info --format '{{.CgroupDriver}}')
-  [[ $driver == cgroupfs ]] || { echo "provision-worker: Docker still reports cgroup driver $driver" >&2; exit 1; }
+  [[ $driver == "$cgroup_driver" ]] || { echo "provision-worker: Docker still reports cgroup driver $driver" >&2; exit 1; }
 fi
 
 [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheelhouse" --upgrade minikubelet
+pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-index --find-links "$wheelhouse")
+# under emulation pip's resolver alone takes a minute: skipped when the wheelhouse has not changed
+deps=$(find "$wheelhouse" -maxdepth 1 -name '*.whl' ! -name 'minikubelet-*' -printf '%f\n' | sort | sha256sum)
+if [[ $(cat "$VENV/.mkl-deps" 2>/dev/null) != "$deps" ]]; then
+  "${pip[@]}" --upgrade minikubelet
+  echo "$deps" >"$VENV/.mkl-deps"
+fi
+wheel=$(find "$wheelhouse" -maxdepth 1 -name 'minikubelet-*.whl' | sort | tail -n 1)
+[[ -n $wheel ]] || { echo "provision-worker: no minikubelet-*.whl in $wheelhouse" >&2; exit 2; }
+# the same version number with new code is still a new agent
+sum=$(sha256sum <"$wheel")
+if [[ $(cat "$VENV/.mkl-wheel" 2>/dev/null) != "$sum" ]]; then
+  "${pip[@]}" --no-deps --force-reinstall "$wheel"
+  echo "$sum" >"$VENV/.mkl-wheel"
+fi
 say "agent: $("$VENV/bin/minikubelet" version)"
+((install_only)) && exit 0
 
-args=(join "$api" --token "$token" --discovery-token-ca-cert-hash "$hash")
+args=(join "$api" --token "$token" --discovery-token-ca-cert-hash "$hash" --cgroup-driver "$cgroup_driver")
 [[ -n $node_ip ]] && args+=(--node-ip "$node_ip")
 [[ -n $node_name ]] && args+=(--node-name "$node_name")
 [[ -n $cluster_dns ]] && args+=(--cluster-dns "$cluster_dns")

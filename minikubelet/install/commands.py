@@ -38,6 +38,10 @@ def add_commands(sub: Any) -> None:
                    help="Runtime socket (default unix:///var/run/docker.sock).")
     j.add_argument("--kubelet-config-patch", default="", metavar="FILE",
                    help="YAML mapping of KubeletConfiguration fields written on top of join's (e.g. podPidsLimit).")
+    j.add_argument("--pod-network", choices=("", "host-gw"), default="",
+                   help="The agent's pod network: host-gw (a bridge on the Node's podCIDR, routes to the other Nodes').")
+    j.add_argument("--non-masquerade-cidr", default="", metavar="CIDR",
+                   help="With --pod-network=host-gw: the cluster CIDR (pod traffic leaving it is masqueraded).")
     j.add_argument("--wheelhouse", default="", metavar="DIR",
                    help="Install or upgrade the agent in /opt/minikubelet/venv from these wheels (offline).")
     _common(j)
@@ -74,7 +78,8 @@ async def run_command(ns: argparse.Namespace) -> int:
                 cgroup_driver=ns.cgroup_driver,
                 container_runtime_endpoint=ns.container_runtime_endpoint,
                 config_patch=read_config_patch(ns.kubelet_config_patch) if ns.kubelet_config_patch else {},
-                wheelhouse=ns.wheelhouse, discovery_timeout=ns.discovery_timeout)
+                wheelhouse=ns.wheelhouse, discovery_timeout=ns.discovery_timeout,
+                pod_network=ns.pod_network, non_masquerade_cidr=ns.non_masquerade_cidr)
             changed = await join(opts, layout, systemctl, RealClock(), _say)
             _say("This node has joined the cluster." if changed else "Nothing changed: this node had already joined.")
         else:

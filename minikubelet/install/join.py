@@ -46,6 +46,8 @@ class JoinOptions:
     config_patch: dict[str, object] = field(default_factory=dict)  # KubeletConfiguration keys set on top
     wheelhouse: str = ""
     discovery_timeout: float = DEFAULT_TIMEOUT
+    pod_network: str = ""  # the agent's --pod-network (host-gw)
+    non_masquerade_cidr: str = ""  # the agent's --non-masquerade-cidr (the cluster CIDR)
 
 
 def unit_text() -> bytes:
@@ -109,6 +111,11 @@ def read_config_patch(path: str) -> dict[str, object]:
 
 def flags_env(opts: JoinOptions) -> bytes:
     args = [f"--node-ip={opts.node_ip}"] if opts.node_ip else []
+    # flags with no KubeletConfiguration field travel in the unit's environment file, as --node-ip
+    if opts.pod_network:
+        args.append(f"--pod-network={opts.pod_network}")
+    if opts.non_masquerade_cidr:
+        args.append(f"--non-masquerade-cidr={opts.non_masquerade_cidr}")
     return f'MINIKUBELET_ARGS="{" ".join(args)}"\n'.encode()
 
 

@@ -18,6 +18,7 @@ import psutil
 from cgroups.manager import CgroupManager
 from cgroups.naming import kubepods_name, qos_cgroup_name
 from cgroups.qos import BEST_EFFORT, BURSTABLE
+from cgroups.systemd_driver import SystemdCgroupDriver
 from cgroups.v1 import CgroupV1Driver
 from cgroups.v2 import CgroupV2Driver
 from cri.errors import RuntimeError_
@@ -61,6 +62,9 @@ class CgroupFiles:
     @classmethod
     def of(cls, manager: CgroupManager, proc: Path = Path("/proc")) -> CgroupFiles:
         driver = manager.driver
+        if isinstance(driver, SystemdCgroupDriver):
+            # systemd makes the slices; the files under them are read as with cgroupfs
+            driver = driver.files
         if isinstance(driver, CgroupV1Driver):
             return cls(v1={c: driver.hierarchies[c] for c in V1_CONTROLLERS if c in driver.hierarchies}, proc=proc)
         if isinstance(driver, CgroupV2Driver):

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from tests.apiserver import ApiServer
-from tests.lab import provision
+from tests.lab import provision, snapshot
 from tests.lab.guest import Guest, Image
 
 API_PORT = 6443
@@ -47,13 +47,21 @@ async def lab() -> AsyncIterator[Lab]:
     taps = _env("MKL_LAB_TAPS").split(",")
     guests = [Guest(image, rundir, f"lab-{i}", i, subnet=subnet, tap=tap) for i, tap in enumerate(taps, 1)]
     timings: dict[str, float] = {}
-    api = ApiServer(rundir / "api", host=f"{subnet}.1", port=API_PORT, max_watch_seconds=30)
+    # kube-controller-manager's node IPAM gives each Node a podCIDR for the agents' --pod-network=host-gw
+    api = ApiServer(rundir / "api", host=f"{subnet}.1", port=API_PORT, max_watch_seconds=30,
+                    cluster_cidrs=(provision.CLUSTER_CIDR,))
+    # the network add-on's grant (flannel's ClusterRole): the routes need every Node, not only its own
+    api.authorizer.grant("system:nodes", "nodes", ("get", "list", "watch"))
     await api.start()
     try:
         t0 = time.monotonic()
-        await asyncio.gather(*(g.boot() for g in guests))
+        await snapshot.prepared_overlays(guests, wheels, Path(_env("MKL_LAB_CACHE")), rundir, timings)
+        t1 = time.monotonic()
+        await asyncio.gather(*(g.boot(loadvm=snapshot.SNAPSHOT) for g in guests))
         waited = await asyncio.gather(*(g.wait_ssh() for g in guests))
-        timings["boot to ssh (both guests, max)"] = max(waited)
+        await asyncio.gather(*(g.set_clock() for g in guests))
+        timings["snapshot restored to ssh (both guests, max)"] = max(waited)
+        timings["restore + clock"] = time.monotonic() - t1
         t1 = time.monotonic()
         await asyncio.gather(*(provision.import_test_images(g, rundir) for g in guests))
         timings["test images into the guests' engines"] = time.monotonic() - t1

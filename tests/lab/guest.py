@@ -46,6 +46,8 @@ class Guest:
         self.image = image
         self.dir = rundir / name
         self.name = name
+        self.index = index
+        self.subnet = subnet
         self.ip = f"{subnet}.{10 + index}"
         self.gateway = f"{subnet}.1"
         self.mac = f"52:54:00:16:00:{index:02x}"
@@ -55,9 +57,10 @@ class Guest:
         self.console = self.dir / "console.log"
         self.pidfile = self.dir / "qemu.pid"
         self.overlay = self.dir / "disk.qcow2"
+        self.monitor = self.dir / "monitor.sock"
 
     # --- the VM -------------------------------------------------------------------------------------
-    def qemu_argv(self) -> list[str]:
+    def qemu_argv(self, loadvm: str = "") -> list[str]:
         append = (f"root=/dev/vda rw console=ttyS0 systemd.unified_cgroup_hierarchy=1 "
                   f"systemd.hostname={self.name} mkl.ip={self.ip}/24 mkl.gw={self.gateway} "
                   "systemd.show_status=0")
@@ -71,14 +74,38 @@ class Guest:
             "-device", f"virtio-net-pci,netdev=n0,mac={self.mac}",
             "-device", "virtio-rng-pci",
             "-serial", f"file:{self.console}", "-pidfile", str(self.pidfile), "-daemonize",
+            "-monitor", f"unix:{self.monitor},server=on,wait=off",
+            *(["-loadvm", loadvm] if loadvm else []),
         ]
 
-    async def boot(self) -> None:
+    async def boot(self, loadvm: str = "") -> None:
+        """Boot the guest; with `loadvm`, resume that snapshot saved in the overlay instead (seconds, not a
+        minute of TCG boot)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         if not self.overlay.exists():
             await _check("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b",
                          str(self.image.path / "base.qcow2"), str(self.overlay))
-        await _check(*self.qemu_argv())
+        await _check(*self.qemu_argv(loadvm))
+
+    async def monitor_command(self, command: str, timeout: float = 300) -> str:
+        """One HMP command over the monitor socket; its output (HMP reports errors as text, so callers check)."""
+        reader, writer = await asyncio.open_unix_connection(str(self.monitor))
+        try:
+            await asyncio.wait_for(reader.readuntil(b"(qemu) "), 30)
+            writer.write(command.encode() + b"\n")
+            await writer.drain()
+            if command == "quit":
+                await asyncio.wait_for(reader.read(), timeout)
+                return ""
+            out = await asyncio.wait_for(reader.readuntil(b"(qemu) "), timeout)
+        finally:
+            writer.close()
+        # the monitor echoes the command with terminal escapes before its output
+        return out.decode(errors="replace").rsplit("(qemu) ", 1)[0].split("\n", 1)[-1].strip()
+
+    async def set_clock(self) -> None:
+        """A restored snapshot resumes with the clock of the moment it was saved."""
+        await self.sh(f"date -u -s @{time.time():.3f} >/dev/null")
 
     def qemu_pid(self) -> int | None:
         try:

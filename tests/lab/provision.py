@@ -14,9 +14,12 @@ import yaml
 from cryptography import x509
 
 from minikubelet.install.ca_pin import spki_hash
-from tests.lab.guest import Guest
+from tests.lab.guest import Guest, GuestError
 
 POD_PIDS_LIMIT = 512
+CLUSTER_CIDR = "10.244.0.0/16"
+# one guest on each driver: the cgroupfs checks run on lab-1, the systemd slices on lab-2
+CGROUP_DRIVERS = {"lab-1": "cgroupfs", "lab-2": "systemd"}
 REPO = Path(__file__).resolve().parents[2]
 
 # On top of what join writes: a pod PID limit to read back as pids.max, and quicker status reports
@@ -52,6 +55,13 @@ async def provision_worker(guest: Guest, wheels: Path, api_url: str, ca_pem: byt
     await guest.put("/root/kubelet-config-patch.yaml", yaml.safe_dump(KUBELET_CONFIG_PATCH).encode())
     argv = ["/root/provision-worker.sh", "--api", api_url, "--token", token, "--ca-cert-hash", ca_cert_hash(ca_pem),
             "--wheelhouse", "/root/wheelhouse", "--node-ip", guest.ip, "--node-name", guest.name,
-            "--", "--kubelet-config-patch", "/root/kubelet-config-patch.yaml"]
+            "--cgroup-driver", CGROUP_DRIVERS[guest.name],
+            "--", "--kubelet-config-patch", "/root/kubelet-config-patch.yaml",
+            "--pod-network", "host-gw", "--non-masquerade-cidr", CLUSTER_CIDR]
     # byte-compiling every installed module costs minutes under TCG; the agent compiles what it imports
-    return await guest.sh("PIP_NO_COMPILE=1 " + shlex.join(argv), timeout=1200)
+    r = await guest.run("PIP_NO_COMPILE=1 " + shlex.join(argv), timeout=1200)
+    if r.rc != 0:
+        journal = (await guest.run("journalctl -u minikubelet --no-pager -n 80 -o cat")).out
+        raise GuestError(f"{guest.name}: lab/provision-worker.sh exited {r.rc}:\n{r.out[-3000:]}\n"
+                         f"--- agent journal ---\n{journal[-6000:]}")
+    return r.out

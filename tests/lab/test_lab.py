@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -121,6 +122,47 @@ async def test_both_nodes_join_ready_on_cgroup_v2(lab: Lab) -> None:
     assert {f"system:node:{g.name}" for g in lab.guests} <= users
 
 
+async def test_a_pod_reaches_a_pod_on_the_other_node_by_pod_ip(lab: Lab) -> None:
+    server_node, client_node = lab.guests[1], lab.guests[0]
+    admin = lab.api.admin()
+    # both nodes got a podCIDR from the node IPAM, and each routes the other's via its InternalIP
+    cidrs = {g.name: (await admin.get("nodes", g.name))["spec"].get("podCIDR", "") for g in lab.guests}
+    assert all(cidrs.values()), cidrs
+
+    async def route(guest: Guest, other: Guest) -> str | None:
+        out = (await guest.run(f"ip route show {cidrs[other.name]} proto 77")).out
+        return out if f"via {other.ip}" in out else None
+
+    for a, b in ((client_node, server_node), (server_node, client_node)):
+        await wait_for(f"{a.name}'s route to {b.name}'s podCIDR", functools.partial(route, a, b), 90)
+
+    page = f"served-by-{server_node.name}"
+    await admin.create(pod("web", server_node.name,
+                           f"mkdir -p /www && echo {page} >/www/index.html && exec httpd -f -p 8080 -h /www"))
+    web = await running_pod(lab, server_node, "web")
+    web_ip = web["status"]["podIP"]
+    assert ipaddress.ip_address(web_ip) in ipaddress.ip_network(cidrs[server_node.name])
+    # the answer goes into the termination message, so the API shows what the client got (busybox's own
+    # `timeout`: the image's busybox wget segfaults with -T)
+    await admin.create(pod("fetch", client_node.name,
+                           f"for i in $(seq 30); do timeout 10 wget -q -O /dev/termination-log http://{web_ip}:8080/ "
+                           "&& exit 0; sleep 2; done; exit 1", restart="Never"))
+
+    async def finished() -> dict[str, Any] | None:
+        p = await admin.get("pods", "fetch", "default")
+        return p if p["status"].get("phase") in ("Succeeded", "Failed") else None
+
+    try:
+        done = await wait_for("the fetch pod finished", finished, 240)
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n--- agent journal ---\n{await agent_journal(client_node)}") from None
+    terminated = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (done["status"]["phase"], terminated["exitCode"]) == ("Succeeded", 0), terminated
+    assert terminated.get("message", "").strip() == page
+    fetch_ip = done["status"]["podIP"]
+    assert ipaddress.ip_address(fetch_ip) in ipaddress.ip_network(cidrs[client_node.name])
+
+
 async def test_cgroup_v2_limits_read_back(lab: Lab) -> None:
     guest = lab.guests[0]
     resources = {"requests": {"cpu": "250m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "64Mi"}}
@@ -137,6 +179,32 @@ async def test_cgroup_v2_limits_read_back(lab: Lab) -> None:
     pod_dir = ctr.rsplit("/", 1)[0]
     pod_values = await read_files(guest, pod_dir, "pids.max", "memory.max")
     assert pod_values == {"pids.max": f"{provision.POD_PIDS_LIMIT}", "memory.max": f"{64 * MiB}"}
+
+
+async def test_systemd_cgroup_driver_makes_the_slices(lab: Lab) -> None:
+    """lab-2 runs the agent and Docker with cgroupDriver systemd (issue 16 item 2): the pod's cgroups are
+    transient slices systemd knows, with the limits as unit properties and in the cgroup v2 files."""
+    guest = lab.guests[1]
+    assert provision.CGROUP_DRIVERS[guest.name] == "systemd"
+    assert (await guest.sh("docker info -f '{{.CgroupDriver}}'")).strip() == "systemd"
+    resources = {"requests": {"cpu": "250m", "memory": "32Mi"}, "limits": {"cpu": "500m", "memory": "64Mi"}}
+    await lab.api.admin().create(pod("slices", guest.name, "sleep 3600", resources))
+    p = await running_pod(lab, guest, "slices")
+    uid = p["metadata"]["uid"].replace("-", "_")
+    unit = f"kubepods-burstable-pod{uid}.slice"
+    props = dict(line.split("=", 1) for line in (await guest.sh(
+        f"systemctl show -p ActiveState -p ControlGroup -p MemoryMax -p CPUQuotaPerSecUSec -p TasksMax {unit}"
+    )).strip().splitlines())
+    pod_dir = f"/kubepods.slice/kubepods-burstable.slice/{unit}"
+    assert props == {"ActiveState": "active", "ControlGroup": pod_dir, "MemoryMax": f"{64 * MiB}",
+                     "CPUQuotaPerSecUSec": "500ms", "TasksMax": f"{provision.POD_PIDS_LIMIT}"}, props
+    for parent in ("kubepods.slice", "kubepods-burstable.slice"):
+        assert (await guest.sh(f"systemctl is-active {parent}")).strip() == "active"
+    assert await read_files(guest, "/sys/fs/cgroup" + pod_dir, "memory.max", "cpu.max", "pids.max") == {
+        "memory.max": f"{64 * MiB}", "cpu.max": "50000 100000", "pids.max": f"{provision.POD_PIDS_LIMIT}"}
+    ctr = await container_cgroup(guest, "slices")
+    assert ctr.startswith(f"/sys/fs/cgroup{pod_dir}/docker-") and ctr.endswith(".scope"), ctr
+    assert (await read_files(guest, ctr, "memory.max"))["memory.max"] == f"{64 * MiB}"
 
 
 async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
@@ -216,13 +284,36 @@ async def test_watchdog_restarts_a_stopped_agent(lab: Lab) -> None:
     assert {k: v for k, v in after.items() if k in before} == before
 
 
+async def sandboxes(guest: Guest, pod_name: str) -> set[str]:
+    out = await guest.sh(f"docker ps -aq --no-trunc --filter label=io.kubernetes.pod.name={pod_name} "
+                         "--filter label=io.kubernetes.docker.type=podsandbox")
+    return set(out.split())
+
+
+def status_of(p: dict[str, Any], key: str) -> dict[str, Any]:
+    first: dict[str, Any] = (p["status"].get(key) or [{}])[0]
+    return first
+
+
 async def test_reboot_brings_pods_back(lab: Lab) -> None:
+    """Issue 17 item 4: after a host reboot the pod gets a new sandbox, its init container runs again, and the
+    restart counts are upstream's: the runtime (Docker) still lists the exited `main`, so its count is the old
+    one + 1; the old init container was purged with the old sandbox, so its count comes from its log
+    directory (`0.log` there: 1), as `calcRestartCountByLogDir` in kuberuntime_container.go."""
     guest = lab.guests[1]
     admin = lab.api.admin()
-    await admin.create(pod("survivor", guest.name, "sleep 3600"))
-    await running_pod(lab, guest, "survivor")
+    survivor = pod("survivor", guest.name, "sleep 3600")
+    runs = "/var/lib/mkl-survivor"
+    survivor["spec"]["volumes"] = [{"name": "m", "hostPath": {"path": runs, "type": "DirectoryOrCreate"}}]
+    survivor["spec"]["initContainers"] = [{"name": "init", "image": BUSYBOX, "command": ["sh", "-c", "echo ran >>/m/runs"],
+                                           "volumeMounts": [{"name": "m", "mountPath": "/m"}]}]
+    await admin.create(survivor)
+    before = await running_pod(lab, guest, "survivor")
+    assert (status_of(before, "initContainerStatuses")["restartCount"], status_of(before, "containerStatuses")["restartCount"]) == (0, 0)
     boot_id = (await admin.get("nodes", guest.name))["status"]["nodeInfo"]["bootID"]
     old = await pod_containers(guest)
+    old_sandboxes = await sandboxes(guest, "survivor")
+    assert (await guest.sh(f"cat {runs}/runs")).split() == ["ran"]
 
     await guest.run("systemctl reboot", timeout=30)
     await guest.wait_ssh_gone()
@@ -234,14 +325,21 @@ async def test_reboot_brings_pods_back(lab: Lab) -> None:
             return None
         p = await admin.get("pods", "survivor", "default")
         # Ready from before the reboot until the agent reports again: only a new container counts
-        statuses = p["status"].get("containerStatuses") or [{}]
-        cid = statuses[0].get("containerID", "").removeprefix("docker://")
-        fresh = cid and cid not in old and "running" in statuses[0].get("state", {})
+        main = status_of(p, "containerStatuses")
+        cid = main.get("containerID", "").removeprefix("docker://")
+        fresh = cid and cid not in old and "running" in main.get("state", {})
         return p if fresh and condition(p, "Ready") == "True" else None
 
     try:
-        await wait_for("the survivor pod Ready after the reboot", rebooted_and_running, 420, interval=5)
+        after = await wait_for("the survivor pod Ready after the reboot", rebooted_and_running, 420, interval=5)
     except AssertionError as e:
         raise AssertionError(f"{e}\n--- agent journal ---\n{await agent_journal(guest)}") from None
     running = await guest.sh("docker ps -q --no-trunc --filter label=io.kubernetes.pod.name=survivor")
     assert running.split() and not set(running.split()) & set(old)
+    new_sandboxes = await sandboxes(guest, "survivor") - old_sandboxes
+    assert len(new_sandboxes) == 1, f"sandboxes before {old_sandboxes}, now {await sandboxes(guest, 'survivor')}"
+    assert (await guest.sh(f"cat {runs}/runs")).split() == ["ran", "ran"], "the init container did not run again"
+    init, main = status_of(after, "initContainerStatuses"), status_of(after, "containerStatuses")
+    assert init["containerID"].removeprefix("docker://") not in old
+    assert init["state"]["terminated"]["reason"] == "Completed"
+    assert (init["restartCount"], main["restartCount"]) == (1, 1), (init, main)

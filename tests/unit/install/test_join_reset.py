@@ -60,6 +60,7 @@ async def test_join_writes_what_the_agent_loads_and_is_idempotent(api: ApiServer
     assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in tmp_path.rglob("*") if p.is_file()} == before
     assert "[systemd] minikubelet.service already running" in lines
 
+
     # another node IP: the flags change, the running unit is restarted
     systemctl.calls.clear()
     assert await join(options(api, node_name="worker-1", node_ip="192.0.2.11", cluster_dns=["10.96.0.10"]),
@@ -133,3 +134,12 @@ async def test_kubelet_config_patch_lands_in_the_configuration(api: ApiServer, t
         read_config_patch(str(patch))
     with pytest.raises(JoinError, match="--kubelet-config-patch /nonexistent"):
         read_config_patch("/nonexistent")
+
+
+async def test_join_passes_the_pod_network_flags_to_the_agent(api: ApiServer, tmp_path: Path) -> None:
+    api.add_bootstrap_token("abcdef", "0123456789abcdef")
+    layout = Layout(str(tmp_path))
+    opts = options(api, node_ip="192.0.2.10", pod_network="host-gw", non_masquerade_cidr="10.244.0.0/16")
+    assert await join(opts, layout, RecordingSystemctl(), RealClock(), list[str]().append)
+    assert Path(layout.path(paths.FLAGS_ENV)).read_text() == (
+        'MINIKUBELET_ARGS="--node-ip=192.0.2.10 --pod-network=host-gw --non-masquerade-cidr=10.244.0.0/16"\n')

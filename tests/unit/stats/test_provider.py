@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from cgroups.manager import CgroupManager
+from cgroups.systemd_driver import SystemdCgroupDriver
+from cgroups.systemd_units import Property
 from cgroups.v1 import CgroupV1Driver
+from cgroups.v2 import CgroupV2Driver
 from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
 from cri.types import ContainerConfig, ContainerMeta, ContainerStats, PodMeta, PodSandboxConfig
@@ -291,3 +294,27 @@ async def test_a_failing_list_container_stats_leaves_rootfs_out(tmp_path: Path, 
     provider._cri_stats = failing
     snap = await provider.update()
     assert snap.pods[0].containers[0].rootfs is None and snap.pods[0].containers[0].cgroup is not None
+class _NoSystemd:
+    """Reading stats never talks to systemd: any call is a failure."""
+
+    def start_transient_unit(self, unit: str, properties: list[Property]) -> None:
+        raise AssertionError(f"start_transient_unit {unit}")
+
+    def stop_unit(self, unit: str) -> None:
+        raise AssertionError(f"stop_unit {unit}")
+
+    def set_unit_properties(self, unit: str, properties: list[Property]) -> None:
+        raise AssertionError(f"set_unit_properties {unit}")
+
+
+def test_stats_read_the_files_under_the_systemd_driver(tmp_path: Path) -> None:
+    # found by the VM lab on real systemd: an agent on cgroupDriver systemd exited at start here
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu memory pids\n")
+    (tmp_path / "mountinfo").write_text("")
+    files = CgroupV2Driver(root=root, prefix="/", mountinfo=tmp_path / "mountinfo")
+    manager = CgroupManager(SystemdCgroupDriver(files, _NoSystemd()), "systemd", {"cpu": "2", "memory": "4Gi"},
+                            {}, {}, ["pods"])
+    found = CgroupFiles.of(manager)
+    assert (found.v2, found.v1) == (root, None)
