@@ -64,6 +64,10 @@ class RuntimeView:
             return False
         return True
 
+    async def kill(self, container_id: str) -> None:
+        """SIGKILL the container behind the agent's back (a stop with timeout 0)."""
+        await self.runtime.stop_container(self.bare(container_id), timeout=0)
+
     async def exec(self, container_id: str, *cmd: str, timeout: float = 10.0) -> ExecResult:
         return await self.runtime.exec_sync(self.bare(container_id), list(cmd), timeout)
 

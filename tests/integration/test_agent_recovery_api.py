@@ -27,10 +27,13 @@ import pytest
 
 from tests.apiserver import ApiServer
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent
 from tests.integration.recovery import api_pod, api_pod_running, node_ready, ready_condition
+from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 api = agent_env.api
 
 pytestmark = pytest.mark.integration
@@ -39,7 +42,7 @@ OUTAGE = float(os.environ.get("MKL_TEST_API_OUTAGE_SECONDS", "60"))
 
 
 def cid_of(pod: dict[str, Any]) -> str:
-    return str(pod["status"]["containerStatuses"][0]["containerID"]).removeprefix("docker://")
+    return str(pod["status"]["containerStatuses"][0]["containerID"])
 
 
 async def local_restarts(a: JoinedAgent, name: str, restarts: int) -> bool:
@@ -52,7 +55,7 @@ async def local_restarts(a: JoinedAgent, name: str, restarts: int) -> bool:
 
 
 async def test_api_outage_kills_nothing_and_catches_up(tmp_path: Path, api: ApiServer,
-                                                       docker: aiodocker.Docker) -> None:
+                                                       docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     a = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)  # upstream's default intervals
     admin = api.admin()
     a.start()
@@ -75,7 +78,7 @@ async def test_api_outage_kills_nothing_and_catches_up(tmp_path: Path, api: ApiS
         # two restarts of bumpy's container while the API is away: only the second may reach the API
         for n in (1, 2):
             local = {p["metadata"]["name"]: p for p in await a.pods()}
-            await (await docker.containers.get(cid_of(local["bumpy"]))).kill()
+            await runtime_view.kill(cid_of(local["bumpy"]))
             await a.wait_for(f"bumpy restarted locally ({n})", functools.partial(local_restarts, a, "bumpy", n), timeout=60)
         await asyncio.sleep(max(0.0, OUTAGE - (time.monotonic() - stopped_at)))
         assert a.proc is not None and a.proc.poll() is None
@@ -116,7 +119,7 @@ async def test_api_outage_kills_nothing_and_catches_up(tmp_path: Path, api: ApiS
         # nothing was killed for the outage
         steady_now = await admin.get("pods", "steady", "default")
         assert cid_of(steady_now) == cid_of(steady) and steady_now["status"]["containerStatuses"][0]["restartCount"] == 0
-        assert (await (await docker.containers.get(cid_of(steady))).show())["State"]["Running"]
+        assert await runtime_view.running(cid_of(steady))
         assert cid_of(bumpy) != cid_of(await admin.get("pods", "bumpy", "default"))
     finally:
         await agent_env.stop_and_clean(a, docker)
@@ -129,7 +132,7 @@ def _since(api: ApiServer, i0: int, method: str, pattern: str) -> list[tuple[flo
 
 
 async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, api: ApiServer,
-                                                                docker: aiodocker.Docker) -> None:
+                                                                docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     a = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     a.extra = {"nodeStatusUpdateFrequency": "2s"}
     admin = api.admin()
@@ -143,7 +146,7 @@ async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, 
         # 429 with Retry-After: 3 twice, then through: the retries wait out what the server asked
         i0 = len(api.handler.requests)
         rule = api.faults.fail(429, "PATCH", status_path, times=2, retry_after=3)
-        await (await docker.containers.get(cid_of(p1))).kill()
+        await runtime_view.kill(cid_of(p1))
         p1 = await a.wait_for("p1 restartCount 1 through two 429s", lambda: api_pod_running(admin, "p1", 1),
                               timeout=60)
         tries = [t for t, _ in _since(api, i0, "PATCH", status_path)]
@@ -152,7 +155,7 @@ async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, 
 
         # 500 three times: retried with backoff until it passes
         rule = api.faults.fail(500, "PATCH", status_path, times=3)
-        await (await docker.containers.get(cid_of(p1))).kill()
+        await runtime_view.kill(cid_of(p1))
         p1 = await a.wait_for("p1 restartCount 2 through three 500s", lambda: api_pod_running(admin, "p1", 2),
                               timeout=60)
         assert rule.hits == 3
@@ -160,7 +163,7 @@ async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, 
         # every answer 1.5 s late: still served, the lease still renewed
         api.faults.delay = 1.5
         i0 = len(api.handler.requests)
-        await (await docker.containers.get(cid_of(p1))).kill()
+        await runtime_view.kill(cid_of(p1))
         p1 = await a.wait_for("p1 restartCount 3 with slow answers", lambda: api_pod_running(admin, "p1", 3),
                               timeout=60)
         await a.wait_for("a lease renewal while slow",
