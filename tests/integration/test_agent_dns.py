@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from cri.docker import DockerRuntime
+from cri.runtime import Runtime
 from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.runtime_view import open_view
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
@@ -35,20 +36,20 @@ LOCALHOST_BLOCK = (
 
 
 @pytest.fixture
-async def runtime() -> AsyncIterator[DockerRuntime]:
-    r = DockerRuntime(agent_env.docker_host())
-    await r.connect()
+async def runtime() -> AsyncIterator[Runtime]:
+    """The agent's runtime (Docker, or the CRI containerd with MKL_TEST_RUNTIME=containerd)."""
+    view = await open_view()
     try:
-        yield r
+        yield view.runtime
     finally:
-        await r.close()
+        await view.runtime.close()
 
 
 def running(p: dict[str, Any], *names: str) -> bool:
     return all("running" in cstatus(p, n)["state"] for n in names)
 
 
-async def read(runtime: DockerRuntime, p: dict[str, Any], container: str, *cmd: str) -> str:
+async def read(runtime: Runtime, p: dict[str, Any], container: str, *cmd: str) -> str:
     result = await runtime.exec_sync(container_id(p, container), list(cmd), timeout=10)
     assert result.exit_code == 0, result.stderr
     return result.stdout.decode()
@@ -63,7 +64,7 @@ def events(all_events: list[dict[str, Any]], p: dict[str, Any]) -> list[tuple[st
     return [(e["reason"], e["message"]) for e in all_events if e["involvedObject"].get("uid") == uid]
 
 
-async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: DockerRuntime, tmp_path: Path) -> None:
+async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Runtime, tmp_path: Path) -> None:
     resolv = tmp_path / "resolv.conf"
     resolv.write_text(HOST_RESOLV)
     agent.extra = {"clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "resolvConf": str(resolv)}
@@ -145,7 +146,7 @@ async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Docker
     assert all(e[0] not in ("MissingClusterDNS", "DNSConfigForming") for e in events(all_events, cf))
 
 
-async def test_missing_cluster_dns_falls_back_to_default(agent: AgentProcess, runtime: DockerRuntime) -> None:
+async def test_missing_cluster_dns_falls_back_to_default(agent: AgentProcess, runtime: Runtime) -> None:
     # no clusterDNS, and resolvConf "": Default then points at the node itself and searches nothing
     agent.extra = {"clusterDomain": "cluster.local", "resolvConf": ""}
     agent.put("nodns.yaml", pod("nodns"))
