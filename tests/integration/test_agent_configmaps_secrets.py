@@ -92,7 +92,7 @@ async def test_env_env_from_and_service_variables(tmp_path: Path, api: ApiServer
     try:
         await agent.wait_for("the Node", lambda: get_node(admin, agent.node), timeout=60)
         await admin.create(pod("envs", agent.node, {
-            "command": ["sh", "-c", "env; exec sleep 100000"],
+            "command": ["sh", "-c", "env; echo env-done; exec sleep 100000"],
             "envFrom": [{"configMapRef": {"name": "app-config"}, "prefix": "CFG_"},
                         {"secretRef": {"name": "app-secret"}}],
             "env": [{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "GREETING"}}},
@@ -102,7 +102,12 @@ async def test_env_env_from_and_service_variables(tmp_path: Path, api: ApiServer
                     {"name": "WEB_URL", "value": "http://$(WEB_FRONT_SERVICE_HOST):$(WEB_FRONT_SERVICE_PORT)"},
                     {"name": "KUBERNETES_SERVICE_PORT", "value": "mine"}]}))
         running = await wait_running(agent, admin, "envs")
-        lines = (await runtime_view.logs(cid_of(running))).decode().splitlines()
+
+        async def env_printed() -> str | None:  # Running can come before the output is in the log
+            out = (await runtime_view.logs(cid_of(running))).decode()
+            return out if "env-done" in out else None
+
+        lines = str(await agent.wait_for("the env printed", env_printed, timeout=10)).splitlines()
         env = dict(line.split("=", 1) for line in lines if "=" in line)
         ip = web["spec"]["clusterIP"]
         assert env["GREETING"] == "hello world" and env["PW"] == "s3cr3t" and env["PASSWORD"] == "s3cr3t"

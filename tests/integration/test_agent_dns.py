@@ -55,6 +55,12 @@ async def read(runtime: Runtime, p: dict[str, Any], container: str, *cmd: str) -
     return result.stdout.decode()
 
 
+def resolver(text: str) -> list[str]:
+    """A resolv.conf's lines in any order: the runtime writes the file (Docker puts the nameservers first,
+    containerd the search line); the order of the nameservers among themselves is kept."""
+    return sorted(text.splitlines(), key=lambda line: line.split(" ", 1)[0])
+
+
 def pod(name: str, **spec: Any) -> dict[str, Any]:
     return simple_pod(name, [{"name": "app", "command": SLEEP}], **spec)
 
@@ -90,8 +96,8 @@ async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Runtim
     cluster_search = "default.svc.cluster.local svc.cluster.local cluster.local"
     expected = f"nameserver 10.96.0.10\nsearch {cluster_search} lab.example extra.example\noptions ndots:2 edns0\n"
     # the sandbox's file: every container of the pod reads the same one
-    assert await read(runtime, cf, "app", "cat", "/etc/resolv.conf") == expected
-    assert await read(runtime, cf, "side", "cat", "/etc/resolv.conf") == expected
+    assert resolver(await read(runtime, cf, "app", "cat", "/etc/resolv.conf")) == resolver(expected)
+    assert resolver(await read(runtime, cf, "side", "cat", "/etc/resolv.conf")) == resolver(expected)
     pod_ip = cf["status"]["podIP"]
     fqdn = "web.sub.default.svc.cluster.local"
     assert await read(runtime, cf, "app", "cat", "/etc/hosts") == LOCALHOST_BLOCK + (
@@ -110,20 +116,21 @@ async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Runtim
         f"{fq['status']['podIP']}\t{fq_name}\tfqdn-{node}\n")
 
     dflt = await agent.wait_pod("dflt", lambda p: running(p, "app"), "running")
-    assert await read(runtime, dflt, "app", "cat", "/etc/resolv.conf") == HOST_RESOLV
+    assert resolver(await read(runtime, dflt, "app", "cat", "/etc/resolv.conf")) == resolver(HOST_RESOLV)
     assert await read(runtime, dflt, "app", "hostname", "-f") == f"dflt-{node}\n"
 
     none = await agent.wait_pod("none", lambda p: running(p, "app"), "running")
-    assert await read(runtime, none, "app", "cat", "/etc/resolv.conf") == (
+    assert resolver(await read(runtime, none, "app", "cat", "/etc/resolv.conf")) == resolver(
         "nameserver 192.0.2.53\nsearch only.example\noptions attempts:1\n")
 
     forming = await agent.wait_pod("forming", lambda p: running(p, "app"), "running")
-    assert (await read(runtime, forming, "app", "cat", "/etc/resolv.conf")).startswith(
-        "nameserver 10.96.0.10\nnameserver 192.0.2.3\nnameserver 192.0.2.4\nsearch ")
+    assert [line for line in (await read(runtime, forming, "app", "cat", "/etc/resolv.conf")).splitlines()
+            if line.startswith("nameserver ")] == [
+        "nameserver 10.96.0.10", "nameserver 192.0.2.3", "nameserver 192.0.2.4"]
 
     hostnet = await agent.wait_pod("hostnet", lambda p: running(p, "app"), "running")
     # ClusterFirst on the host network is Default: the node's resolver config
-    assert await read(runtime, hostnet, "app", "cat", "/etc/resolv.conf") == HOST_RESOLV
+    assert resolver(await read(runtime, hostnet, "app", "cat", "/etc/resolv.conf")) == resolver(HOST_RESOLV)
     node_hosts = Path("/etc/hosts").read_text()
     assert await read(runtime, hostnet, "app", "cat", "/etc/hosts") == (
         "# Kubernetes-managed hosts file (host network).\n" + node_hosts
