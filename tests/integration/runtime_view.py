@@ -125,7 +125,8 @@ async def _cni_bridge_address() -> str:
     subnet = ipaddress.ip_network(bridge["ipam"]["ranges"][0][0]["subnet"])
     gateway = f"{next(subnet.hosts())}/{subnet.prefixlen}"
     name = bridge["bridge"]
-    if not Path(f"/sys/class/net/{name}").exists():
+    # not /sys/class/net: that sysfs is the host's, this process only entered the netns
+    if f": {name}: " not in await _ip("-o", "link", "show"):
         await _ip("link", "add", name, "type", "bridge")
     if f" {gateway} " not in await _ip("-4", "-o", "addr", "show", "dev", name):
         await _ip("addr", "add", gateway, "dev", name)

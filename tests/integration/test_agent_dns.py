@@ -159,7 +159,7 @@ async def test_missing_cluster_dns_falls_back_to_default(agent: AgentProcess, ru
     agent.put("nodns.yaml", pod("nodns"))
     agent.start()
     p = await agent.wait_pod("nodns", lambda p: running(p, "app"), "running")
-    assert await read(runtime, p, "app", "cat", "/etc/resolv.conf") == "nameserver 127.0.0.1\nsearch .\n"
+    assert resolver(await read(runtime, p, "app", "cat", "/etc/resolv.conf")) == resolver("nameserver 127.0.0.1\nsearch .\n")
     evs = events((await agent.get_json("/debug/events"))["items"], p)
     assert ("MissingClusterDNS", f'pod: "nodns-{agent.node}_default({p["metadata"]["uid"]})". kubelet does not have '
             'ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" '
