@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -13,7 +13,6 @@ from pathlib import Path
 import aiodocker
 import pytest
 
-from cri.errors import RuntimeError_
 from tests.integration import agent_env
 from tests.integration import runtime_view as views
 from tests.integration.agent_env import BUSYBOX, AgentProcess, cstatus, simple_pod
@@ -65,9 +64,14 @@ async def pushed(registry: str, docker: aiodocker.Docker, runtime_view: RuntimeV
             await docker.images.delete(f"{ref}:pulltest", force=True)
         except aiodocker.DockerError:
             pass
-        if runtime_view.name != "docker":  # the agent pulled it into the CRI runtime
-            with contextlib.suppress(RuntimeError_):
-                await runtime_view.runtime.remove_image(f"{ref}:pulltest")
+        if runtime_view.name != "docker":
+            # only this name: the CRI RemoveImage removes the image with every tag it has, and this one is the
+            # test busybox itself
+            socket_path = agent_env.runtime_endpoint("").removeprefix("unix://")
+            proc = await asyncio.create_subprocess_exec(
+                "ctr", "-a", socket_path, "-n", "k8s.io", "images", "rm", f"{ref}:pulltest",
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+            await proc.wait()
 
 
 async def test_pull_from_registry(agent: AgentProcess, pushed: str, runtime_view: RuntimeView) -> None:
