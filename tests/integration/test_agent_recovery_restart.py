@@ -101,10 +101,10 @@ async def test_agent_restart_reconciles_what_changed_meanwhile(tmp_path: Path, a
         seen: set[str] = set()
 
         async def dead() -> float | None:
-            seen.update(c.id for c in await containers_of(runtime_view, "terminating"))
-            if not await runtime_view.exists(cid_of(before["terminating"])):  # already removed with its pod
-                return time.monotonic()
-            return None if await runtime_view.running(cid_of(before["terminating"])) else time.monotonic()
+            found = {c.id: c.state for c in await containers_of(runtime_view, "terminating")}
+            seen.update(found)
+            state = found.get(runtime_view.bare(cid_of(before["terminating"])))  # None: removed with its pod
+            return None if state is ContainerState.RUNNING else time.monotonic()
 
         died_at = await a.wait_for("the terminating container dead", dead, timeout=GRACE + 20)
         assert GRACE - 1 <= died_at - restarted_at <= GRACE + 6, (died_at - deleted_at, died_at - restarted_at)
