@@ -56,7 +56,8 @@ async def test_join_then_the_agent_bootstraps_and_reset_removes_its_pods(
     pin = spki_hash(x509.load_pem_x509_certificate(api.ca.cert_pem))
     root = tmp_path / "machine"
     join = ("join", api.url, "--token", TOKEN, "--discovery-token-ca-cert-hash", pin, "--root", str(root),
-            "--discovery-timeout", "0", "--container-runtime-endpoint", agent_env.docker_host())
+            "--discovery-timeout", "0", "--container-runtime-endpoint",
+            agent_env.runtime_endpoint(agent_env.docker_host()))  # the agent's: reset removes the pods through it
 
     wrong = spki_hash(x509.load_pem_x509_certificate(CertificateAuthority().cert_pem))
     for args, message in [
