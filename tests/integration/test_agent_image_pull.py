@@ -65,13 +65,20 @@ async def pushed(registry: str, docker: aiodocker.Docker, runtime_view: RuntimeV
         except aiodocker.DockerError:
             pass
         if runtime_view.name != "docker":
-            # only this name: the CRI RemoveImage removes the image with every tag it has, and this one is the
-            # test busybox itself
-            socket_path = agent_env.runtime_endpoint("").removeprefix("unix://")
-            proc = await asyncio.create_subprocess_exec(
-                "ctr", "-a", socket_path, "-n", "k8s.io", "images", "rm", f"{ref}:pulltest",
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-            await proc.wait()
+            await _forget_names(ref)
+
+
+async def _forget_names(repo: str) -> None:
+    """Only the names the pull added to the CRI containerd (the tag and its repo digest), not the image: the CRI
+    RemoveImage removes an image with every name it has, and this one is the test busybox itself. A repo digest
+    left behind would also become busybox's imageID in every later test."""
+    ctr = ["ctr", "-a", agent_env.runtime_endpoint("").removeprefix("unix://"), "-n", "k8s.io", "images"]
+    listing = await asyncio.create_subprocess_exec(*ctr, "ls", "-q", stdout=asyncio.subprocess.PIPE)
+    out, _ = await listing.communicate()
+    names = [n for n in out.decode().split() if n.startswith((f"{repo}:", f"{repo}@"))]
+    if names:
+        proc = await asyncio.create_subprocess_exec(*ctr, "rm", *names, stdout=asyncio.subprocess.DEVNULL)
+        assert await proc.wait() == 0, f"ctr images rm {names}"
 
 
 async def test_pull_from_registry(agent: AgentProcess, pushed: str, runtime_view: RuntimeView) -> None:
