@@ -7,6 +7,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from cri.endpoint import speaks_docker_api
 from minikubelet import KUBERNETES_VERSION, __version__
 from minikubelet.base.quantity import to_bytes
 from minikubelet.config.flags import build_parser, flags_to_overrides
@@ -18,12 +19,6 @@ if TYPE_CHECKING:
     from cri.remote import RemoteRuntime
 
 log = logging.getLogger("minikubelet")
-
-
-def speaks_docker_api(endpoint: str) -> bool:
-    """A `…/docker.sock` endpoint is the Docker Engine API; anything else is a CRI v1 gRPC endpoint
-    (containerd, CRI-O, cri-dockerd). docs/containerd.md"""
-    return endpoint.rstrip("/").rsplit("/", 1)[-1] == "docker.sock"
 
 
 async def _run(config: KubeletConfig, node_ip: str) -> int:

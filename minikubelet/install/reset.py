@@ -10,6 +10,7 @@ import logging
 import os
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -18,6 +19,9 @@ from minikubelet.install.files import remove_path
 from minikubelet.install.join import Report
 from minikubelet.install.layout import Layout
 from minikubelet.install.systemctl import ServiceManager
+
+if TYPE_CHECKING:
+    from cri.remote import RemoteRuntime
 
 log = logging.getLogger("minikubelet.install.reset")
 DEFAULT_RUNTIME_ENDPOINT = "unix:///var/run/docker.sock"
@@ -36,8 +40,15 @@ def _config(layout: Layout) -> dict[str, object]:
 async def remove_pods(endpoint: str, report: Report) -> int:
     """Every pod container and sandbox the runtime knows, stopped and removed; how many were removed."""
     from cri.docker import DockerRuntime
+    from cri.endpoint import speaks_docker_api
 
-    runtime = DockerRuntime(endpoint)
+    runtime: DockerRuntime | RemoteRuntime
+    if speaks_docker_api(endpoint):
+        runtime = DockerRuntime(endpoint)
+    else:  # the runtime the agent ran on (containerd, CRI-O) through the CRI, as `run` picks it
+        from cri.remote import RemoteRuntime
+
+        runtime = RemoteRuntime(endpoint)
     removed = 0
     try:
         await runtime.connect()

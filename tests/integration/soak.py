@@ -22,7 +22,8 @@ from typing import Any
 
 import aiodocker
 
-from tests.integration.agent_env import BUSYBOX, AgentProcess, cstatus
+from tests.integration.agent_env import BUSYBOX, AgentProcess, agent_runtime, cstatus
+from tests.integration.runtime_view import open_view
 
 CGROUP_MOUNTS = Path("/sys/fs/cgroup")
 KINDS = ("sleep", "crash", "once")
@@ -103,7 +104,13 @@ def entries(d: Path, keep: Callable[[str], bool] = lambda _: False) -> int:
 
 
 async def node_containers(docker: aiodocker.Docker, node: str) -> int:
-    """Containers (sandboxes included) of this node's static pods, running or not."""
+    """Containers (sandboxes included) of this node's static pods, running or not, in the agent's runtime."""
+    if agent_runtime() != "docker":
+        view = await open_view()
+        try:
+            return len(await view.objects_of_node(node))
+        finally:
+            await view.runtime.close()
     found = await docker.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.uid"]}))
     return sum(1 for c in found
                if c._container.get("Labels", {}).get("io.kubernetes.pod.name", "").endswith(f"-{node}"))

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import shutil
@@ -12,15 +11,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-import aiodocker
 import aiohttp
 
 from tests.adversarial.corpus import Case, corpus, write
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.runtime_view import RuntimeView
 
 agent = agent_env.agent
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 GOOD = ["good-a", "good-b", "good-c"]
 
@@ -66,7 +67,7 @@ def missing_lines(log: str, cases: list[Case]) -> list[str]:
             if len(mine := [ln for ln in lines if c.token in ln]) != c.lines or not all(re.search(c.expect, ln) for ln in mine)]
 
 
-async def test_adversarial_corpus_cannot_hurt_the_agent(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_adversarial_corpus_cannot_hurt_the_agent(agent: AgentProcess, runtime_view: RuntimeView) -> None:
     for name in GOOD:  # "a-..." sorts before the corpus' "adv..." files, so the good files define the pods
         agent.put(f"a-{name}.yaml", simple_pod(name, [{"name": "main", "command": ["sleep", "3600"]}]))
     agent.start()
@@ -134,8 +135,7 @@ async def test_adversarial_corpus_cannot_hurt_the_agent(agent: AgentProcess, doc
     assert rss_end <= rss_start * 1.1
     assert len(os.listdir(f"/proc/{pid}/fd")) <= fds_start + 2  # no descriptor kept from the corpus
 
-    containers = await docker.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.name"]}))
-    mine = [c for c in containers if c._container["Labels"]["io.kubernetes.pod.name"].endswith(f"-{agent.node}")]
+    mine = await runtime_view.objects_of_node(agent.node)
     assert len(mine) == 2 * len(GOOD)  # a sandbox and a container per good pod, nothing for the corpus
     agent.stop()
     assert not [w for w in workers if Path(f"/proc/{w}").exists()], "a parser process outlived the agent"

@@ -14,7 +14,6 @@ server, on the real Docker Engine.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -27,9 +26,12 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError, Client
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, JoinedAgent, stop_and_clean
+from tests.integration.runtime_view import PodObject, RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -66,13 +68,12 @@ async def _get(admin: Client, plural: str, name: str, namespace: str = "") -> di
         return None
 
 
-async def _containers_of(docker: aiodocker.Docker, uid: str) -> list[dict[str, Any]]:
-    found = await docker.containers.list(all=True, filters=json.dumps({"label": [f"io.kubernetes.pod.uid={uid}"]}))
-    return [c._container for c in found]
+async def _containers_of(view: RuntimeView, uid: str) -> list[PodObject]:
+    return await view.objects_of(uid)
 
 
-async def _running_containers_of(docker: aiodocker.Docker, uid: str) -> list[dict[str, Any]]:
-    return [c for c in await _containers_of(docker, uid) if c.get("State") == "running"]
+async def _running_containers_of(view: RuntimeView, uid: str) -> list[PodObject]:
+    return await view.objects_of(uid, running=True)
 
 
 async def _wait_phase(agent: AgentProcess, admin: Client, name: str, phase: str, timeout: float = 60) -> dict[str, Any]:
@@ -90,7 +91,8 @@ def _status_patches(api: ApiServer, node: str, name: str) -> int:
 
 
 async def test_api_pods_are_admitted_against_the_node_the_api_has(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
+        runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api, "--node-labels", f"{POOL}=blue")
     agent.extra = {"registerWithTaints": [{"key": "example.com/registered", "value": "yes", "effect": "NoSchedule"}]}
     admin = api.admin()
@@ -132,7 +134,7 @@ async def test_api_pods_are_admitted_against_the_node_the_api_has(
             assert (status["reason"], status["message"], status["qosClass"]) == (
                 reason, f"Pod was rejected: {message}", qos), name
             assert "containerStatuses" not in status
-            assert await _containers_of(docker, pod["metadata"]["uid"]) == []
+            assert await _containers_of(runtime_view, pod["metadata"]["uid"]) == []
 
         # kubectl taint node <node> example.com/drain=now:NoExecute (the taints so far stay)
         node = await admin.get("nodes", agent.node)
@@ -145,7 +147,7 @@ async def test_api_pods_are_admitted_against_the_node_the_api_has(
         pod = await _wait_phase(agent, admin, intolerant["metadata"]["name"], "Failed")
         assert (pod["status"]["reason"], pod["status"]["message"]) == (
             "TaintToleration", "Pod was rejected: Predicate TaintToleration failed: node(s) had taints that the pod didn't tolerate")
-        assert await _containers_of(docker, pod["metadata"]["uid"]) == []
+        assert await _containers_of(runtime_view, pod["metadata"]["uid"]) == []
         await _wait_phase(agent, admin, tolerant["metadata"]["name"], "Running")
         rejected[intolerant["metadata"]["name"]] = ("TaintToleration", "", "BestEffort")
 
@@ -174,13 +176,14 @@ async def test_api_pods_are_admitted_against_the_node_the_api_has(
             pod = await admin.get("pods", name, "default")
             assert pod["status"]["phase"] == "Failed", name
             assert _status_patches(api, agent.node, name) == 1, name
-            assert await _containers_of(docker, pod["metadata"]["uid"]) == []
+            assert await _containers_of(runtime_view, pod["metadata"]["uid"]) == []
     finally:
         await stop_and_clean(agent, docker)
 
 
 async def test_pods_deleted_while_the_agent_was_down_are_finished_when_it_starts(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
+        runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     agent.start()
@@ -193,8 +196,8 @@ async def test_pods_deleted_while_the_agent_was_down_are_finished_when_it_starts
         for pod in (graceful, forced):
             await _wait_phase(agent, admin, pod["metadata"]["name"], "Running")
         assert agent.stop() == 0  # the agent stops; its pods keep running
-        assert await _running_containers_of(docker, graceful["metadata"]["uid"])
-        assert await _running_containers_of(docker, forced["metadata"]["uid"])
+        assert await _running_containers_of(runtime_view, graceful["metadata"]["uid"])
+        assert await _running_containers_of(runtime_view, forced["metadata"]["uid"])
 
         await admin.delete("pods", graceful["metadata"]["name"], "default", grace=3)
         await admin.delete("pods", forced["metadata"]["name"], "default", grace=0)
@@ -206,7 +209,7 @@ async def test_pods_deleted_while_the_agent_was_down_are_finished_when_it_starts
         agent.start()
 
         async def forced_stopped() -> bool:
-            return not await _running_containers_of(docker, forced["metadata"]["uid"])
+            return not await _running_containers_of(runtime_view, forced["metadata"]["uid"])
 
         # an orphan is killed with grace 1 (the container kill's 2 s minimum), not its own 30 s
         await agent.wait_for("the force-deleted pod's containers stopped", forced_stopped, timeout=25)
@@ -216,15 +219,15 @@ async def test_pods_deleted_while_the_agent_was_down_are_finished_when_it_starts
             return await _get(admin, "pods", graceful["metadata"]["name"], "default") is None
 
         await agent.wait_for("the gracefully deleted pod deleted for good", graceful_gone, timeout=40)
-        assert not await _running_containers_of(docker, graceful["metadata"]["uid"])
+        assert not await _running_containers_of(runtime_view, graceful["metadata"]["uid"])
         finals = [p for u, m, p in api.handler.requests
                   if u == f"system:node:{agent.node}" and m == "DELETE"
                   and p.startswith(f"/api/v1/namespaces/default/pods/{graceful['metadata']['name']}")]
         assert len(finals) == 1
 
         async def all_removed() -> bool:
-            return (await _containers_of(docker, graceful["metadata"]["uid"]) == []
-                    and await _containers_of(docker, forced["metadata"]["uid"]) == [])
+            return (await _containers_of(runtime_view, graceful["metadata"]["uid"]) == []
+                    and await _containers_of(runtime_view, forced["metadata"]["uid"]) == [])
 
         await agent.wait_for("both pods' containers removed", all_removed, timeout=30)
     finally:
@@ -232,7 +235,8 @@ async def test_pods_deleted_while_the_agent_was_down_are_finished_when_it_starts
 
 
 async def test_a_force_delete_kills_a_running_pod_at_once(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
+        runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     agent.start()
@@ -246,7 +250,7 @@ async def test_a_force_delete_kills_a_running_pod_at_once(
         assert await _get(admin, "pods", pod["metadata"]["name"], "default") is None
 
         async def stopped() -> bool:
-            return not await _running_containers_of(docker, uid)
+            return not await _running_containers_of(runtime_view, uid)
 
         await agent.wait_for("the container stopped", stopped, timeout=20, interval=0.1)
         took = time.monotonic() - started
@@ -254,7 +258,7 @@ async def test_a_force_delete_kills_a_running_pod_at_once(
         assert took < 6, f"force delete of a SIGTERM-ignoring pod took {took:.1f}s"
 
         async def removed() -> bool:
-            return await _containers_of(docker, uid) == []
+            return await _containers_of(runtime_view, uid) == []
 
         await agent.wait_for("the containers removed", removed, timeout=30)
     finally:

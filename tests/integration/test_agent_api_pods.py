@@ -17,9 +17,12 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent, stop_and_clean
+from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +33,7 @@ api = agent_env.api
 
 
 async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     agent.start()
@@ -51,8 +54,8 @@ async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(
             return pod if status.get("phase") == "Running" and ready.get("Ready") == "True" else None
 
         pod = await agent.wait_for("the pod Running and Ready in the API", running, timeout=60)
-        cid = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("docker://")
-        assert (await (await docker.containers.get(cid)).show())["State"]["Running"]
+        cid = pod["status"]["containerStatuses"][0]["containerID"]
+        assert await runtime_view.running(cid)
         # the scheduler's PodScheduled stays, the kubelet's conditions follow
         types = [c["type"] for c in pod["status"]["conditions"]]
         assert "PodScheduled" in types and "Initialized" in types
@@ -84,11 +87,7 @@ async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(
         assert 3.5 <= took <= 9, f"graceful delete with grace 4 s took {took:.1f}s"
 
         async def container_removed() -> bool:
-            try:
-                await docker.containers.get(cid)
-            except aiodocker.DockerError:
-                return True
-            return False
+            return not await runtime_view.exists(cid)
 
         await agent.wait_for("the container removed", container_removed, timeout=15)
         finals = [(m, p) for u, m, p in api.handler.requests

@@ -16,7 +16,6 @@ test API server, on the real Docker Engine.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,14 @@ from tests.apiserver.client import ApiStatusError
 from tests.apiserver.services import KUBERNETES_SERVICE_IP
 from tests.images import BUSYBOX_IMAGE, CLUSTER_DNS_IMAGE, CURL_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent, running_api, stop_and_clean
+from tests.integration.runtime_view import RuntimeView
 from tests.integration.service_proxy import ServiceProxy
 
 docker = agent_env.docker
 api = agent_env.api
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -80,23 +82,16 @@ def ready(p: dict[str, Any]) -> bool:
 
 
 def cid_of(p: dict[str, Any]) -> str:
-    return str(main_status(p)["containerID"]).removeprefix("docker://")
+    return str(main_status(p)["containerID"])
 
 
-async def exec_out(d: aiodocker.Docker, cid: str, cmd: list[str]) -> str:
-    c = await d.containers.get(cid)
-    ex = await c.exec(cmd, stdout=True, stderr=True)
-    out = []
-    async with ex.start(detach=False) as stream:
-        while (msg := await stream.read_out()) is not None:
-            out.append(msg.data)
-    return b"".join(out).decode()
+async def exec_out(view: RuntimeView, cid: str, cmd: list[str]) -> str:
+    result = await view.exec(cid, *cmd)
+    return (result.stdout + result.stderr).decode()
 
 
-async def container_log(d: aiodocker.Docker, cid: str) -> str:
-    c = await d.containers.get(cid)
-    lines: list[str] = await c.log(stdout=True, stderr=True)
-    return "".join(lines)
+async def container_log(view: RuntimeView, cid: str) -> str:
+    return (await view.logs(cid)).decode()
 
 
 async def node_exists(admin: Any, name: str) -> bool:
@@ -122,7 +117,7 @@ async def zone_of_services(admin: Any) -> str:
 
 
 async def test_a_pod_resolves_a_service_through_a_dns_server_pod(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api,
                         "--cluster-dns", KUBE_DNS_IP, "--cluster-domain", DOMAIN)
     admin = api.admin()
@@ -148,20 +143,21 @@ async def test_a_pod_resolves_a_service_through_a_dns_server_pod(
             # no kube-proxy here: the test maps the kube-dns ClusterIP to the DNS pod as kube-proxy would
             proxy.map(KUBE_DNS_IP, 53, "UDP", server["status"]["podIP"], 53, masquerade=True)
             cid = cid_of(client)
-            resolv = await exec_out(docker, cid, ["cat", "/etc/resolv.conf"])
-            assert resolv == (f"nameserver {KUBE_DNS_IP}\nsearch default.svc.{DOMAIN} svc.{DOMAIN} {DOMAIN}\n"
-                              "options ndots:5\n")
-            full = await exec_out(docker, cid, ["nslookup", f"web.default.svc.{DOMAIN}"])
+            resolv = await exec_out(runtime_view, cid, ["cat", "/etc/resolv.conf"])
+            # the runtime writes the file: Docker puts the nameserver first, containerd the search line
+            assert sorted(resolv.splitlines()) == sorted([
+                f"nameserver {KUBE_DNS_IP}", f"search default.svc.{DOMAIN} svc.{DOMAIN} {DOMAIN}", "options ndots:5"]), resolv
+            full = await exec_out(runtime_view, cid, ["nslookup", f"web.default.svc.{DOMAIN}"])
             assert f"Name:\tweb.default.svc.{DOMAIN}\nAddress: {web_ip}\n" in full, full
             assert f"Server:\t\t{KUBE_DNS_IP}\n" in full
             # busybox's nslookup walks the search list for a name without dots
-            short = await exec_out(docker, cid, ["nslookup", "web"])
+            short = await exec_out(runtime_view, cid, ["nslookup", "web"])
             assert f"Name:\tweb.default.svc.{DOMAIN}\nAddress: {web_ip}\n" in short, short
             # glibc's resolver (ndots:5) for `web.default`; the ClusterIP itself leads nowhere without kube-proxy
-            ping = await exec_out(docker, cid, ["ping", "-c", "1", "-W", "1", "web.default"])
+            ping = await exec_out(runtime_view, cid, ["ping", "-c", "1", "-W", "1", "web.default"])
             assert ping.startswith(f"PING web.default ({web_ip}):"), ping
             assert "1 packets transmitted, 0 packets received" in ping
-            missing = await exec_out(docker, cid, ["nslookup", f"db.default.svc.{DOMAIN}"])
+            missing = await exec_out(runtime_view, cid, ["nslookup", f"db.default.svc.{DOMAIN}"])
             assert f"can't find db.default.svc.{DOMAIN}: NXDOMAIN" in missing, missing
             # a new Service: its record reaches the running DNS pod through the ConfigMap volume's refresh
             db_ip = (await admin.create(service("db", "default", 5432)))["spec"]["clusterIP"]
@@ -169,31 +165,20 @@ async def test_a_pod_resolves_a_service_through_a_dns_server_pod(
                               "kube-system")
 
             async def db_resolves() -> bool:
-                out = await exec_out(docker, cid, ["nslookup", "db"])
+                out = await exec_out(runtime_view, cid, ["nslookup", "db"])
                 return f"Name:\tdb.default.svc.{DOMAIN}\nAddress: {db_ip}\n" in out
 
             await agent.wait_for("db resolves", db_resolves, timeout=30, interval=0.5)
-        log = await container_log(docker, cid_of(server))
+        log = await container_log(runtime_view, cid_of(server))
         assert f"query A web.default.svc.{DOMAIN}. -> NOERROR {web_ip}\n" in log, log
         assert f"query A web.default.default.svc.{DOMAIN}. -> NXDOMAIN\n" in log
     finally:
         await stop_and_clean(agent, docker)
 
 
-async def bridge_gateway(d: aiodocker.Docker) -> str:
-    """The address of the engine's default bridge in the test netns: the pods' gateway, where they reach us."""
-    network = await d.networks.get("bridge")
-    info: dict[str, Any] = await network.show()
-    device = info["Options"].get("com.docker.network.bridge.name", "docker0")
-    proc = await asyncio.create_subprocess_exec("ip", "-4", "-j", "addr", "show", "dev", device,
-                                                stdout=asyncio.subprocess.PIPE)
-    out, _ = await proc.communicate()
-    assert proc.returncode == 0, f"ip addr show dev {device}: exit {proc.returncode}"
-    return str(json.loads(out)[0]["addr_info"][0]["local"])
-
-
-async def test_a_pod_calls_the_api_with_its_projected_token(tmp_path: Path, docker: aiodocker.Docker) -> None:
-    gateway = await bridge_gateway(docker)
+async def test_a_pod_calls_the_api_with_its_projected_token(
+        tmp_path: Path, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
+    gateway = await runtime_view.pod_gateway()
     async with running_api(tmp_path / "api", host=gateway, history=500, max_watch_seconds=10) as server:
         agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), server)
         admin = server.admin()
@@ -222,7 +207,7 @@ async def test_a_pod_calls_the_api_with_its_projected_token(tmp_path: Path, dock
                 await admin.create(refused)
                 done = await wait_pod(agent, admin, "whoami", "default", "Succeeded",
                                       lambda p: p["status"].get("phase") in ("Succeeded", "Failed"))
-                out = await container_log(docker, cid_of(done))
+                out = await container_log(runtime_view, cid_of(done))
                 assert done["status"]["phase"] == "Succeeded", out
             answer = json.loads(out)
             assert answer["kind"] == "SelfSubjectReview"

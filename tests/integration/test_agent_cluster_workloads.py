@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -18,14 +17,18 @@ from typing import Any
 import aiodocker
 import pytest
 
+from cri.errors import RuntimeError_
 from tests import fixtures
 from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError, Client
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent, running_api, stop_and_clean
+from tests.integration.runtime_view import POD_UID_LABEL, RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 Json = dict[str, Any]
@@ -76,16 +79,12 @@ async def exists(admin: Client, name: str) -> bool:
     return True
 
 
-async def container_gone(d: aiodocker.Docker, cid: str) -> bool:
-    try:
-        await d.containers.get(cid)
-    except aiodocker.DockerError:
-        return True
-    return False
+async def container_gone(view: RuntimeView, cid: str) -> bool:
+    return not await view.exists(cid)
 
 
 def cid(status: Json) -> str:
-    return str(status["containerID"]).removeprefix("docker://")
+    return str(status["containerID"])
 
 
 @pytest.fixture
@@ -95,7 +94,8 @@ async def api(tmp_path: Path) -> AsyncIterator[ApiServer]:
 
 
 @pytest.fixture
-async def joined(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> AsyncIterator[JoinedAgent]:
+async def joined(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
+                 runtime_view: RuntimeView) -> AsyncIterator[JoinedAgent]:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     agent.extra = {"nodeStatusUpdateFrequency": "2s"}
     agent.start()
@@ -115,10 +115,13 @@ async def joined(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> As
         agent.stop()
         # API pods outlive the agent as static pods do; stop_and_clean only knows the static ones
         uids = {p["metadata"]["uid"] for p in api.store.list_objects("pods")}
-        for c in await docker.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.uid"]})):
-            if c._container.get("Labels", {}).get("io.kubernetes.pod.uid") in uids:
-                with contextlib.suppress(aiodocker.DockerError):
-                    await c.delete(force=True)
+        for uid in uids:
+            for c in await runtime_view.containers_of(uid):
+                with contextlib.suppress(RuntimeError_):
+                    await runtime_view.runtime.remove_container(c.id)
+            for sandbox in await runtime_view.runtime.list_pod_sandboxes({POD_UID_LABEL: uid}):
+                with contextlib.suppress(RuntimeError_):
+                    await runtime_view.runtime.remove_pod_sandbox(sandbox.id)
         await stop_and_clean(agent, docker)
 
 
@@ -133,7 +136,7 @@ async def wait_pods(agent: JoinedAgent, what: str, list_pods: Callable[[], Await
 
 
 async def test_deployment_scales_up_and_down_on_the_node(api: ApiServer, joined: JoinedAgent,
-                                                         docker: aiodocker.Docker) -> None:
+                                                         runtime_view: RuntimeView) -> None:
     admin = api.admin()
     created = time.monotonic()
     await admin.create(deployment("web", 3))
@@ -147,7 +150,7 @@ async def test_deployment_scales_up_and_down_on_the_node(api: ApiServer, joined:
     for pod in pods:
         assert pod["spec"]["nodeName"] == joined.node and "pod-template-hash" in pod["metadata"]["labels"]
         assert pod["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
-        assert (await (await docker.containers.get(cid(pod["status"]["containerStatuses"][0]))).show())["State"]["Running"]
+        assert await runtime_view.running(cid(pod["status"]["containerStatuses"][0]))
     await admin.patch("deployments", "web", {"spec": {"replicas": 5}}, NS, strategic=False, api_version="apps/v1")
     pods = await wait_pods(joined, "5 web pods Running and Ready", web,
                            lambda ps: len(ps) == 5 and all(running_ready(p) for p in ps))
@@ -157,7 +160,7 @@ async def test_deployment_scales_up_and_down_on_the_node(api: ApiServer, joined:
     assert running_ready(kept) and kept["metadata"]["name"] in ids
     for name, container_id in ids.items():
         if name != kept["metadata"]["name"]:
-            await joined.wait_for(f"{name}'s container removed", _removed(docker, container_id), timeout=20)
+            await joined.wait_for(f"{name}'s container removed", _removed(runtime_view, container_id), timeout=20)
     # each scaled-down pod went through the graceful delete and the kubelet's final DELETE
     finals = [p for u, m, p in api.handler.requests if u == f"system:node:{joined.node}" and m == "DELETE"]
     assert len(finals) == 4
@@ -276,7 +279,7 @@ def shape(status: Json) -> Json:
 
 
 async def test_init_containers_sidecar_and_crash_backoff_show_as_a_real_kubelet_shows_them(
-        api: ApiServer, joined: JoinedAgent, docker: aiodocker.Docker) -> None:
+        api: ApiServer, joined: JoinedAgent, runtime_view: RuntimeView) -> None:
     """The pod of pod-real-kubelet-crashloopbackoff.json, reduced to what runs here (no probes over
     gRPC, no ConfigMap/Secret volumes): the same containers, resources and restart policies."""
     admin = api.admin()
@@ -318,11 +321,17 @@ async def test_init_containers_sidecar_and_crash_backoff_show_as_a_real_kubelet_
     uid = pod["metadata"]["uid"]
     assert main["state"]["waiting"]["message"] in {
         f"back-off {s}s restarting failed container=main pod=rich_default({uid})" for s in (10, 20, 40)}
+    image = await runtime_view.runtime.image_status(BUSYBOX_IMAGE)
+    assert image is not None
     for c in (init, sidecar, main):
-        assert c["containerID"].startswith("docker://") and len(c["containerID"]) == len("docker://") + 64
-        assert c["imageID"].startswith(("docker://sha256:", "docker-pullable://")), c["imageID"]
-        # the runtime's reference: the image's first repo tag, as cri-dockerd reports it
-        assert c["image"] in (await docker.images.inspect(BUSYBOX_IMAGE))["RepoTags"]
+        prefix = runtime_view.prefix
+        assert c["containerID"].startswith(prefix) and len(c["containerID"]) == len(prefix) + 64
+        if runtime_view.name == "docker":
+            assert c["imageID"].startswith(("docker://sha256:", "docker-pullable://")), c["imageID"]
+        else:  # containerd: the config digest, or the repo digest reference
+            assert c["imageID"] == image.id or "@sha256:" in c["imageID"], c["imageID"]
+        # the runtime's reference: the image's first repo tag, as cri-dockerd (and containerd) report it
+        assert c["image"] in image.repo_tags
     assert main["allocatedResources"] == {"cpu": "100m", "memory": "64Mi"} and main["resources"] == {
         "limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "100m", "memory": "64Mi"}}
     node = await admin.get("nodes", joined.node)
@@ -368,7 +377,8 @@ async def test_readiness_gate_holds_ready_until_its_condition_is_set(api: ApiSer
     assert condition(pod, gate)["status"] == "True"
 
 
-async def test_delete_evict_410_and_api_restart(api: ApiServer, joined: JoinedAgent, docker: aiodocker.Docker) -> None:
+async def test_delete_evict_410_and_api_restart(api: ApiServer, joined: JoinedAgent,
+                                                runtime_view: RuntimeView) -> None:
     admin = api.admin()
     await admin.create(deployment("keep", 2))
     for name, script, grace in (("stubborn", "trap '' TERM; while true; do sleep 1; done", 30),
@@ -391,13 +401,13 @@ async def test_delete_evict_410_and_api_restart(api: ApiServer, joined: JoinedAg
     took = time.monotonic() - started
     assert 3.5 <= took <= 9, f"graceful delete with grace 4 s took {took:.1f}s"
     print(f"measured: DELETE grace 4 of a SIGTERM-ignoring pod -> gone from the API: {took:.1f}s")
-    await joined.wait_for("stubborn's container removed", lambda: container_gone(docker, stubborn), timeout=15)
+    await joined.wait_for("stubborn's container removed", lambda: container_gone(runtime_view, stubborn), timeout=15)
 
     # the Eviction API, as kubectl drain uses it
     evicted = cid(by_name["evictme"]["status"]["containerStatuses"][0])
     await admin.evict("evictme", NS)
     await joined.wait_for("evictme deleted", lambda: _gone(admin, "evictme"), timeout=30)
-    await joined.wait_for("evictme's container removed", lambda: container_gone(docker, evicted), timeout=15)
+    await joined.wait_for("evictme's container removed", lambda: container_gone(runtime_view, evicted), timeout=15)
     killing = [e for e in (await admin.list("events", NS))["items"]
                if e["involvedObject"]["name"] == "evictme" and e["reason"] == "Killing"]
     assert killing and killing[0]["message"] == "Stopping container main"
@@ -428,7 +438,7 @@ async def test_delete_evict_410_and_api_restart(api: ApiServer, joined: JoinedAg
         pod = await admin.get("pods", name, NS)
         main = pod["status"]["containerStatuses"][0]
         assert cid(main) == container_id and main["restartCount"] == 0 and running_ready(pod)
-        assert (await (await docker.containers.get(container_id)).show())["State"]["Running"]
+        assert await runtime_view.running(container_id)
     assert len(await labelled(admin, "app=keep")) == 2
 
 
@@ -436,8 +446,8 @@ def _seconds(rfc3339: str) -> float:
     return datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
 
 
-def _removed(d: aiodocker.Docker, container_id: str) -> Callable[[], Awaitable[bool]]:
-    return lambda: container_gone(d, container_id)
+def _removed(view: RuntimeView, container_id: str) -> Callable[[], Awaitable[bool]]:
+    return lambda: container_gone(view, container_id)
 
 
 async def _gone(admin: Client, name: str) -> bool:

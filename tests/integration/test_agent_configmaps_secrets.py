@@ -19,9 +19,12 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent, stop_and_clean
+from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -63,21 +66,16 @@ async def wait_running(agent: JoinedAgent, admin: Any, name: str, timeout: float
     return dict(await agent.wait_for(f"{name} running", running, timeout=timeout))
 
 
-async def exec_out(d: aiodocker.Docker, cid: str, cmd: list[str]) -> str:
-    c = await d.containers.get(cid)
-    ex = await c.exec(cmd, stdout=True, stderr=True)
-    out = []
-    async with ex.start(detach=False) as stream:
-        while (msg := await stream.read_out()) is not None:
-            out.append(msg.data)
-    return b"".join(out).decode()
+async def exec_out(view: RuntimeView, cid: str, cmd: list[str]) -> str:
+    result = await view.exec(cid, *cmd)
+    return (result.stdout + result.stderr).decode()
 
 
 def cid_of(p: dict[str, Any]) -> str:
-    return str(main_status(p)["containerID"]).removeprefix("docker://")
+    return str(main_status(p)["containerID"])
 
 
-async def test_env_env_from_and_service_variables(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+async def test_env_env_from_and_service_variables(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     await admin.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app-config",
@@ -94,7 +92,7 @@ async def test_env_env_from_and_service_variables(tmp_path: Path, api: ApiServer
     try:
         await agent.wait_for("the Node", lambda: get_node(admin, agent.node), timeout=60)
         await admin.create(pod("envs", agent.node, {
-            "command": ["sh", "-c", "env; exec sleep 100000"],
+            "command": ["sh", "-c", "env; echo env-done; exec sleep 100000"],
             "envFrom": [{"configMapRef": {"name": "app-config"}, "prefix": "CFG_"},
                         {"secretRef": {"name": "app-secret"}}],
             "env": [{"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "app-config", "key": "GREETING"}}},
@@ -104,8 +102,12 @@ async def test_env_env_from_and_service_variables(tmp_path: Path, api: ApiServer
                     {"name": "WEB_URL", "value": "http://$(WEB_FRONT_SERVICE_HOST):$(WEB_FRONT_SERVICE_PORT)"},
                     {"name": "KUBERNETES_SERVICE_PORT", "value": "mine"}]}))
         running = await wait_running(agent, admin, "envs")
-        c = await docker.containers.get(cid_of(running))
-        lines = "".join(await c.log(stdout=True)).splitlines()
+
+        async def env_printed() -> str | None:  # Running can come before the output is in the log
+            out = (await runtime_view.logs(cid_of(running))).decode()
+            return out if "env-done" in out else None
+
+        lines = str(await agent.wait_for("the env printed", env_printed, timeout=10)).splitlines()
         env = dict(line.split("=", 1) for line in lines if "=" in line)
         ip = web["spec"]["clusterIP"]
         assert env["GREETING"] == "hello world" and env["PW"] == "s3cr3t" and env["PASSWORD"] == "s3cr3t"
@@ -142,7 +144,7 @@ def host_tmpfs() -> set[str]:
 
 
 async def test_configmap_volume_follows_an_edit_and_the_secret_is_on_tmpfs(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     agent.extra = {"syncFrequency": "10s"}
     admin = api.admin()
@@ -161,12 +163,12 @@ async def test_configmap_volume_follows_an_edit_and_the_secret_is_on_tmpfs(
                      {"name": "sec", "secret": {"secretName": "tls", "defaultMode": 0o400}}]))
         running = await wait_running(agent, admin, "vols")
         cid = cid_of(running)
-        assert await exec_out(docker, cid, ["cat", "/etc/cfg/app.conf"]) == "version=1\n"
-        assert await exec_out(docker, cid, ["cat", "/etc/sec/key.pem"]) == "PRIVATE"
-        assert (await exec_out(docker, cid, ["stat", "-L", "-c", "%a", "/etc/sec/key.pem", "/etc/cfg/bin/blob"])
+        assert await exec_out(runtime_view, cid, ["cat", "/etc/cfg/app.conf"]) == "version=1\n"
+        assert await exec_out(runtime_view, cid, ["cat", "/etc/sec/key.pem"]) == "PRIVATE"
+        assert (await exec_out(runtime_view, cid, ["stat", "-L", "-c", "%a", "/etc/sec/key.pem", "/etc/cfg/bin/blob"])
                 ).split() == ["400", "600"]
         inside = {line.split()[1]: line.split()[2] for line in
-                  (await exec_out(docker, cid, ["cat", "/proc/mounts"])).splitlines()}
+                  (await exec_out(runtime_view, cid, ["cat", "/proc/mounts"])).splitlines()}
         assert inside["/etc/sec"] == "tmpfs" and inside["/etc/cfg"] != "tmpfs"
         uid = running["metadata"]["uid"]
         secret_dir = str((agent.root / "pods" / uid / "volumes" / "kubernetes.io~secret" / "sec").resolve())
@@ -176,7 +178,7 @@ async def test_configmap_volume_follows_an_edit_and_the_secret_is_on_tmpfs(
         await admin.patch("configmaps", "files", {"data": {"app.conf": "version=2\n"}}, "default")
 
         async def edited() -> bool:
-            return await exec_out(docker, cid, ["cat", "/etc/cfg/app.conf"]) == "version=2\n"
+            return await exec_out(runtime_view, cid, ["cat", "/etc/cfg/app.conf"]) == "version=2\n"
 
         await agent.wait_for("the edit in the mounted file", edited, timeout=20)
         took = time.monotonic() - edited_at
@@ -202,7 +204,7 @@ async def _async(value: bool) -> bool:
 
 
 async def test_a_missing_configmap_holds_the_pod_until_it_is_created(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     agent.start()
@@ -238,15 +240,15 @@ async def test_a_missing_configmap_holds_the_pod_until_it_is_created(
         await admin.create({"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": {"name": "late-volume", "namespace": "default"}, "data": {"f": "file"}})
         running = await wait_running(agent, admin, "late-env", timeout=30)
-        assert "X=arrived" in await exec_out(docker, cid_of(running), ["env"])
+        assert "X=arrived" in await exec_out(runtime_view, cid_of(running), ["env"])
         vol = await wait_running(agent, admin, "late-vol", timeout=30)
-        assert await exec_out(docker, cid_of(vol), ["cat", "/v/f"]) == "file"
+        assert await exec_out(runtime_view, cid_of(vol), ["cat", "/v/f"]) == "file"
     finally:
         await stop_and_clean(agent, docker)
 
 
 async def test_the_default_kube_api_access_volume_and_a_projected_token(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     agent.start()
@@ -261,13 +263,13 @@ async def test_the_default_kube_api_access_volume_and_a_projected_token(
         running = await wait_running(agent, admin, "sa")
         cid = cid_of(running)
         sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
-        token = await exec_out(docker, cid, ["cat", f"{sa_dir}/token"])
-        assert await exec_out(docker, cid, ["cat", f"{sa_dir}/namespace"]) == "default"
-        assert await exec_out(docker, cid, ["cat", f"{sa_dir}/ca.crt"]) == api.ca.cert_pem.decode()
+        token = await exec_out(runtime_view, cid, ["cat", f"{sa_dir}/token"])
+        assert await exec_out(runtime_view, cid, ["cat", f"{sa_dir}/namespace"]) == "default"
+        assert await exec_out(runtime_view, cid, ["cat", f"{sa_dir}/ca.crt"]) == api.ca.cert_pem.decode()
         claims = api.tokens.claims(token)
         assert claims is not None and claims["sub"] == "system:serviceaccount:default:default"
         assert claims["kubernetes.io"]["pod"] == {"name": "sa", "uid": running["metadata"]["uid"]}
-        vault = api.tokens.claims(await exec_out(docker, cid, ["cat", "/vault/token"]))
+        vault = api.tokens.claims(await exec_out(runtime_view, cid, ["cat", "/vault/token"]))
         assert vault is not None and vault["aud"] == ["vault"] and vault["exp"] - vault["iat"] == 7200
         requests = [p for u, m, p in api.handler.requests if u == f"system:node:{agent.node}" and m == "POST"
                     and p.endswith("/serviceaccounts/default/token")]

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from cri.docker import DockerRuntime
+from cri.runtime import Runtime
 from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.runtime_view import open_view
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
@@ -35,23 +36,29 @@ LOCALHOST_BLOCK = (
 
 
 @pytest.fixture
-async def runtime() -> AsyncIterator[DockerRuntime]:
-    r = DockerRuntime(agent_env.docker_host())
-    await r.connect()
+async def runtime() -> AsyncIterator[Runtime]:
+    """The agent's runtime (Docker, or the CRI containerd with MKL_TEST_RUNTIME=containerd)."""
+    view = await open_view()
     try:
-        yield r
+        yield view.runtime
     finally:
-        await r.close()
+        await view.runtime.close()
 
 
 def running(p: dict[str, Any], *names: str) -> bool:
     return all("running" in cstatus(p, n)["state"] for n in names)
 
 
-async def read(runtime: DockerRuntime, p: dict[str, Any], container: str, *cmd: str) -> str:
+async def read(runtime: Runtime, p: dict[str, Any], container: str, *cmd: str) -> str:
     result = await runtime.exec_sync(container_id(p, container), list(cmd), timeout=10)
     assert result.exit_code == 0, result.stderr
     return result.stdout.decode()
+
+
+def resolver(text: str) -> list[str]:
+    """A resolv.conf's lines in any order: the runtime writes the file (Docker puts the nameservers first,
+    containerd the search line); the order of the nameservers among themselves is kept."""
+    return sorted(text.splitlines(), key=lambda line: line.split(" ", 1)[0])
 
 
 def pod(name: str, **spec: Any) -> dict[str, Any]:
@@ -63,7 +70,7 @@ def events(all_events: list[dict[str, Any]], p: dict[str, Any]) -> list[tuple[st
     return [(e["reason"], e["message"]) for e in all_events if e["involvedObject"].get("uid") == uid]
 
 
-async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: DockerRuntime, tmp_path: Path) -> None:
+async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Runtime, tmp_path: Path) -> None:
     resolv = tmp_path / "resolv.conf"
     resolv.write_text(HOST_RESOLV)
     agent.extra = {"clusterDNS": ["10.96.0.10"], "clusterDomain": "cluster.local", "resolvConf": str(resolv)}
@@ -89,8 +96,8 @@ async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Docker
     cluster_search = "default.svc.cluster.local svc.cluster.local cluster.local"
     expected = f"nameserver 10.96.0.10\nsearch {cluster_search} lab.example extra.example\noptions ndots:2 edns0\n"
     # the sandbox's file: every container of the pod reads the same one
-    assert await read(runtime, cf, "app", "cat", "/etc/resolv.conf") == expected
-    assert await read(runtime, cf, "side", "cat", "/etc/resolv.conf") == expected
+    assert resolver(await read(runtime, cf, "app", "cat", "/etc/resolv.conf")) == resolver(expected)
+    assert resolver(await read(runtime, cf, "side", "cat", "/etc/resolv.conf")) == resolver(expected)
     pod_ip = cf["status"]["podIP"]
     fqdn = "web.sub.default.svc.cluster.local"
     assert await read(runtime, cf, "app", "cat", "/etc/hosts") == LOCALHOST_BLOCK + (
@@ -109,20 +116,21 @@ async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Docker
         f"{fq['status']['podIP']}\t{fq_name}\tfqdn-{node}\n")
 
     dflt = await agent.wait_pod("dflt", lambda p: running(p, "app"), "running")
-    assert await read(runtime, dflt, "app", "cat", "/etc/resolv.conf") == HOST_RESOLV
+    assert resolver(await read(runtime, dflt, "app", "cat", "/etc/resolv.conf")) == resolver(HOST_RESOLV)
     assert await read(runtime, dflt, "app", "hostname", "-f") == f"dflt-{node}\n"
 
     none = await agent.wait_pod("none", lambda p: running(p, "app"), "running")
-    assert await read(runtime, none, "app", "cat", "/etc/resolv.conf") == (
+    assert resolver(await read(runtime, none, "app", "cat", "/etc/resolv.conf")) == resolver(
         "nameserver 192.0.2.53\nsearch only.example\noptions attempts:1\n")
 
     forming = await agent.wait_pod("forming", lambda p: running(p, "app"), "running")
-    assert (await read(runtime, forming, "app", "cat", "/etc/resolv.conf")).startswith(
-        "nameserver 10.96.0.10\nnameserver 192.0.2.3\nnameserver 192.0.2.4\nsearch ")
+    assert [line for line in (await read(runtime, forming, "app", "cat", "/etc/resolv.conf")).splitlines()
+            if line.startswith("nameserver ")] == [
+        "nameserver 10.96.0.10", "nameserver 192.0.2.3", "nameserver 192.0.2.4"]
 
     hostnet = await agent.wait_pod("hostnet", lambda p: running(p, "app"), "running")
     # ClusterFirst on the host network is Default: the node's resolver config
-    assert await read(runtime, hostnet, "app", "cat", "/etc/resolv.conf") == HOST_RESOLV
+    assert resolver(await read(runtime, hostnet, "app", "cat", "/etc/resolv.conf")) == resolver(HOST_RESOLV)
     node_hosts = Path("/etc/hosts").read_text()
     assert await read(runtime, hostnet, "app", "cat", "/etc/hosts") == (
         "# Kubernetes-managed hosts file (host network).\n" + node_hosts
@@ -145,13 +153,13 @@ async def test_policies_hosts_and_hostnames(agent: AgentProcess, runtime: Docker
     assert all(e[0] not in ("MissingClusterDNS", "DNSConfigForming") for e in events(all_events, cf))
 
 
-async def test_missing_cluster_dns_falls_back_to_default(agent: AgentProcess, runtime: DockerRuntime) -> None:
+async def test_missing_cluster_dns_falls_back_to_default(agent: AgentProcess, runtime: Runtime) -> None:
     # no clusterDNS, and resolvConf "": Default then points at the node itself and searches nothing
     agent.extra = {"clusterDomain": "cluster.local", "resolvConf": ""}
     agent.put("nodns.yaml", pod("nodns"))
     agent.start()
     p = await agent.wait_pod("nodns", lambda p: running(p, "app"), "running")
-    assert await read(runtime, p, "app", "cat", "/etc/resolv.conf") == "nameserver 127.0.0.1\nsearch .\n"
+    assert resolver(await read(runtime, p, "app", "cat", "/etc/resolv.conf")) == resolver("nameserver 127.0.0.1\nsearch .\n")
     evs = events((await agent.get_json("/debug/events"))["items"], p)
     assert ("MissingClusterDNS", f'pod: "nodns-{agent.node}_default({p["metadata"]["uid"]})". kubelet does not have '
             'ClusterDNS IP configured and cannot create Pod using "ClusterFirst" policy. Falling back to "Default" '

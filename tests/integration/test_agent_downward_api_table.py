@@ -27,9 +27,12 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent, stop_and_clean
+from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 api = agent_env.api
 
 pytestmark = pytest.mark.integration
@@ -95,7 +98,7 @@ async def node_exists(admin: Any, name: str) -> bool:
 
 
 async def test_the_seed_downward_api_fields_configmap_and_secret_reach_the_container(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     agent.start()
@@ -113,8 +116,7 @@ async def test_the_seed_downward_api_fields_configmap_and_secret_reach_the_conta
 
         p = await agent.wait_for("dapi finished", finished, timeout=60)
         main = next(s for s in p["status"]["containerStatuses"] if s["name"] == "main")
-        container = await docker.containers.get(main["containerID"].removeprefix("docker://"))
-        out = "".join(await container.log(stdout=True, stderr=True))
+        out = (await runtime_view.logs(main["containerID"])).decode()
         assert p["status"]["phase"] == "Succeeded", out
         node = await admin.get("nodes", agent.node)
         allocatable = node["status"]["allocatable"]

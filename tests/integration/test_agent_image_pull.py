@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -13,11 +14,14 @@ import aiodocker
 import pytest
 
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import BUSYBOX, AgentProcess, cstatus, simple_pod
+from tests.integration.runtime_view import RuntimeView
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 
 @pytest.fixture
@@ -48,7 +52,7 @@ def registry(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-async def pushed(registry: str, docker: aiodocker.Docker) -> AsyncIterator[str]:
+async def pushed(registry: str, docker: aiodocker.Docker, runtime_view: RuntimeView) -> AsyncIterator[str]:
     ref = f"{registry}/mkl/busybox"
     await docker.images.tag(BUSYBOX, ref, tag="pulltest")
     await docker.images.push(ref, tag="pulltest")
@@ -60,18 +64,34 @@ async def pushed(registry: str, docker: aiodocker.Docker) -> AsyncIterator[str]:
             await docker.images.delete(f"{ref}:pulltest", force=True)
         except aiodocker.DockerError:
             pass
+        if runtime_view.name != "docker":
+            await _forget_names(ref)
 
 
-async def test_pull_from_registry(agent: AgentProcess, pushed: str, docker: aiodocker.Docker) -> None:
-    with pytest.raises(aiodocker.DockerError):
-        await docker.images.inspect(pushed)  # not on the node before the pod asks for it
+async def _forget_names(repo: str) -> None:
+    """Only the names the pull added to the CRI containerd (the tag and its repo digest), not the image: the CRI
+    RemoveImage removes an image with every name it has, and this one is the test busybox itself. A repo digest
+    left behind would also become busybox's imageID in every later test."""
+    ctr = ["ctr", "-a", agent_env.runtime_endpoint("").removeprefix("unix://"), "-n", "k8s.io", "images"]
+    listing = await asyncio.create_subprocess_exec(*ctr, "ls", "-q", stdout=asyncio.subprocess.PIPE)
+    out, _ = await listing.communicate()
+    names = [n for n in out.decode().split() if n.startswith((f"{repo}:", f"{repo}@"))]
+    if names:
+        proc = await asyncio.create_subprocess_exec(*ctr, "rm", *names, stdout=asyncio.subprocess.DEVNULL)
+        assert await proc.wait() == 0, f"ctr images rm {names}"
+
+
+async def test_pull_from_registry(agent: AgentProcess, pushed: str, runtime_view: RuntimeView) -> None:
+    assert await runtime_view.runtime.image_status(pushed) is None  # not on the node before the pod asks for it
     agent.put("pulled.yaml", simple_pod("pulled", [{"name": "main", "image": pushed, "imagePullPolicy": "Always",
                                                     "command": ["sleep", "3600"]}]))
     agent.start()
     p = await agent.wait_pod("pulled", lambda p: p["status"].get("phase") == "Running", "Running after a pull")
     cs = cstatus(p, "main")
     assert cs["image"] == pushed
-    assert cs["imageID"].startswith(f"docker-pullable://{pushed.rsplit(':', 1)[0]}@sha256:")
+    # the repo digest the pull gave: Docker's `docker-pullable://` form, containerd's plain reference
+    pullable = "docker-pullable://" if runtime_view.name == "docker" else ""
+    assert cs["imageID"].startswith(f"{pullable}{pushed.rsplit(':', 1)[0]}@sha256:"), cs["imageID"]
     evs = (await agent.get_json(f"/debug/events?uid={p['metadata']['uid']}"))["items"]
     msgs = [(e["reason"], e["message"]) for e in evs]
     assert ("Pulling", f'Pulling image "{pushed}"') in msgs

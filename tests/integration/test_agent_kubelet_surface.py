@@ -24,9 +24,12 @@ from tests.apiserver.client import ApiStatusError
 from tests.apiserver.proxy import KubeletProxy
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, JoinedAgent, free_port, stop_and_clean
+from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 pytestmark = pytest.mark.integration
 
 
@@ -105,7 +108,7 @@ async def _ws_exec(url: str, ctx: ssl.SSLContext) -> tuple[bytes, bytes, dict[st
 
 
 async def test_serving_certificate_logs_exec_and_node_proxy(tmp_path: Path, api: ApiServer,
-                                                            docker: aiodocker.Docker) -> None:
+                                                            docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     # the API server checks the kubelet's serving certificate against the cluster CA (--kubelet-certificate-authority)
     api.kubelet_proxy = KubeletProxy(api, kubelet_ca=api.ca.cert_pem)
     agent = SurfaceAgent(tmp_path / "agent", agent_env.docker_host(), api)
@@ -236,8 +239,10 @@ async def test_serving_certificate_logs_exec_and_node_proxy(tmp_path: Path, api:
         talker = next(p for p in running["items"] if p["metadata"]["name"] == "talker")
         assert talker["metadata"]["namespace"] == "default"
         assert talker["metadata"]["uid"] == (await admin.get("pods", "talker", "default"))["metadata"]["uid"]
-        # the image as the runtime reports it (Docker names one of the image's tags: busybox has aliases)
-        tags = (await docker.images.inspect(BUSYBOX_IMAGE))["RepoTags"]
+        # the image as the runtime reports it (one of the image's tags: busybox has aliases)
+        image = await runtime_view.runtime.image_status(BUSYBOX_IMAGE)
+        assert image is not None
+        tags = image.repo_tags
         [container] = talker["spec"]["containers"]
         assert container["name"] == "main" and container["image"] in tags and container["resources"] == {}
         assert await proxied("/healthz") == (200, "ok")

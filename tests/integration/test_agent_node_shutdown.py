@@ -20,10 +20,13 @@ from tests.apiserver import ApiServer
 from tests.apiserver.client import ApiStatusError
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent, stop_and_clean
+from tests.integration.runtime_view import RuntimeView
 from tests.logind_double import LogindDouble
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 api = agent_env.api
 
 pytestmark = pytest.mark.integration
@@ -58,7 +61,7 @@ def _pod(node: str, name: str, marker_dir: Path, pre_stop: str, **spec: Any) -> 
 
 
 async def test_poweroff_stops_regular_then_critical_pods_and_releases_the_lock(
-        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, logind: LogindDouble) -> None:
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker, logind: LogindDouble, runtime_view: RuntimeView) -> None:
     markers = tmp_path / "markers"
     markers.mkdir()
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
@@ -106,8 +109,7 @@ async def test_poweroff_stops_regular_then_critical_pods_and_releases_the_lock(
                 "status": "True", "reason": "TerminationByKubelet", "message": SHUTDOWN_MESSAGE}
             main = status["containerStatuses"][0]
             assert "terminated" in main["state"], main
-            cid = main["containerID"].removeprefix("docker://")
-            assert not (await (await docker.containers.get(cid)).show())["State"]["Running"]
+            assert not await runtime_view.running(main["containerID"])
 
         async def not_ready() -> dict[str, Any] | None:
             node = await _get(admin, "nodes", agent.node)

@@ -17,10 +17,13 @@ import pytest
 
 from tests.apiserver import ApiServer
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent
 from tests.integration.recovery import api_pod, api_pod_running, node_ready
+from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 api = agent_env.api
 
 pytestmark = pytest.mark.integration
@@ -28,7 +31,7 @@ pytestmark = pytest.mark.integration
 
 
 def cid_of(pod: dict[str, Any]) -> str:
-    return str(pod["status"]["containerStatuses"][0]["containerID"]).removeprefix("docker://")
+    return str(pod["status"]["containerStatuses"][0]["containerID"])
 
 
 def _since(api: ApiServer, i0: int, method: str, pattern: str) -> list[tuple[float, str]]:
@@ -38,7 +41,7 @@ def _since(api: ApiServer, i0: int, method: str, pattern: str) -> list[tuple[flo
 
 
 async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, api: ApiServer,
-                                                                docker: aiodocker.Docker) -> None:
+                                                                docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     a = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     a.extra = {"nodeStatusUpdateFrequency": "2s"}
     admin = api.admin()
@@ -52,7 +55,7 @@ async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, 
         # 429 with Retry-After: 3 twice, then through: the retries wait out what the server asked
         i0 = len(api.handler.requests)
         rule = api.faults.fail(429, "PATCH", status_path, times=2, retry_after=3)
-        await (await docker.containers.get(cid_of(p1))).kill()
+        await runtime_view.kill(cid_of(p1))
         p1 = await a.wait_for("p1 restartCount 1 through two 429s", lambda: api_pod_running(admin, "p1", 1),
                               timeout=60)
         tries = [t for t, _ in _since(api, i0, "PATCH", status_path)]
@@ -61,7 +64,7 @@ async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, 
 
         # 500 three times: retried with backoff until it passes
         rule = api.faults.fail(500, "PATCH", status_path, times=3)
-        await (await docker.containers.get(cid_of(p1))).kill()
+        await runtime_view.kill(cid_of(p1))
         p1 = await a.wait_for("p1 restartCount 2 through three 500s", lambda: api_pod_running(admin, "p1", 2),
                               timeout=60)
         assert rule.hits == 3
@@ -69,7 +72,7 @@ async def test_api_faults_429_500_slow_dropped_and_gone_watches(tmp_path: Path, 
         # every answer 1.5 s late: still served, the lease still renewed
         api.faults.delay = 1.5
         i0 = len(api.handler.requests)
-        await (await docker.containers.get(cid_of(p1))).kill()
+        await runtime_view.kill(cid_of(p1))
         p1 = await a.wait_for("p1 restartCount 3 with slow answers", lambda: api_pod_running(admin, "p1", 3),
                               timeout=60)
         await a.wait_for("a lease renewal while slow",

@@ -22,12 +22,15 @@ from tests.integration import agent_env
 from tests.integration.agent_env import AgentProcess, JoinedAgent, cstatus, simple_pod
 from tests.integration.engine_faults import live_restore_engine, start_dockerd, stop_dockerd
 from tests.integration.recovery import TRAPPING, api_pod, api_pod_running, node_ready, ready_condition
+from tests.integration.runtime_view import docker_only
 
 docker = agent_env.docker
 agent = agent_env.agent
 api = agent_env.api
 
-pytestmark = pytest.mark.integration
+# dockerd itself is the fault (stopped, SIGKILLed, live-restore); the CRI containerd's restart is not built here
+pytestmark = [pytest.mark.integration,
+              docker_only("it stops, kills and restarts dockerd (scripts/testenv stop-dockerd/start-dockerd)")]
 
 def running_with(restarts: int) -> Any:
     def pred(p: dict[str, Any]) -> bool:

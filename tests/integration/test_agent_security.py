@@ -10,11 +10,14 @@ import aiodocker
 import pytest
 
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, container_id, cstatus, simple_pod
+from tests.integration.runtime_view import RuntimeView
 
 pytestmark = pytest.mark.integration
 agent = agent_env.agent
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 STATUS = "grep -E '^(CapEff|CapBnd|NoNewPrivs|Seccomp):' /proc/self/status"
 DOCKER_DEFAULT_CAPS = 0xA80425FB  # CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID SETPCAP NET_BIND_SERVICE
@@ -34,14 +37,14 @@ def status_fields(out: str) -> dict[str, str]:
     return dict(re.findall(r"^(CapEff|CapBnd|NoNewPrivs|Seccomp):\s+(\S+)", out, re.M))
 
 
-async def output(a: AgentProcess, d: aiodocker.Docker, pod: str, name: str) -> str:
+async def output(a: AgentProcess, view: RuntimeView, pod: str, name: str) -> str:
     """What the container printed up to its END line."""
 
     async def done() -> str | None:
         p = await a.pod(pod)
         if p is None or not cstatus(p, name).get("containerID"):
             return None
-        text = "".join(await (await d.containers.get(container_id(p, name))).log(stdout=True, stderr=True))
+        text = (await view.logs(container_id(p, name))).decode()
         return text if "END" in text else None
 
     return str(await a.wait_for(f"{pod}/{name} output", done, timeout=60))
@@ -54,7 +57,7 @@ def ids(out: str) -> tuple[int, int, set[int]]:
     return int(m.group(1)), int(m.group(2)), groups
 
 
-async def test_security_contexts_read_back_from_inside(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_security_contexts_read_back_from_inside(agent: AgentProcess, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     (agent.root / "seccomp").mkdir(parents=True)
     (agent.root / "seccomp" / "no-mkdir.json").write_text(json.dumps(MKDIR_DENIED))
     agent.put("restricted.yaml", simple_pod(
@@ -78,7 +81,7 @@ async def test_security_contexts_read_back_from_inside(agent: AgentProcess, dock
     ]))
     agent.start()
 
-    out = await output(agent, docker, "restricted", "app")
+    out = await output(agent, runtime_view, "restricted", "app")
     uid, gid, groups = ids(out)
     assert (uid, gid) == (1000, 3000) and {2000, 4000} <= groups, out
     st = status_fields(out)
@@ -92,14 +95,14 @@ async def test_security_contexts_read_back_from_inside(agent: AgentProcess, dock
     assert file_line.split()[2:4] == ["1000", "2000"], out
     assert "20000\t21000" in out or "20000 21000" in out, out
 
-    plain = await output(agent, docker, "defaults", "plain")
+    plain = await output(agent, runtime_view, "defaults", "plain")
     st = status_fields(plain)
     assert ids(plain)[:2] == (0, 0)
     # Unconfined by default: Docker's own default profile must not apply
     assert (st["Seccomp"], st["NoNewPrivs"], int(st["CapBnd"], 16)) == ("0", "0", DOCKER_DEFAULT_CAPS), plain
-    caps = status_fields(await output(agent, docker, "defaults", "caps"))
+    caps = status_fields(await output(agent, runtime_view, "defaults", "caps"))
     assert int(caps["CapEff"], 16) == int(caps["CapBnd"], 16) == CAP_NET_ADMIN, caps
-    local = await output(agent, docker, "defaults", "local")
+    local = await output(agent, runtime_view, "defaults", "local")
     assert status_fields(local)["Seccomp"] == "2" and "mkdir-refused" in local, local
 
 
@@ -128,7 +131,7 @@ async def test_refusals_carry_upstream_reasons(agent: AgentProcess) -> None:
     assert "runtime does not support user namespaces" in p["status"]["message"]
 
 
-async def test_share_process_namespace_pause_is_pid_1(agent: AgentProcess, docker: aiodocker.Docker) -> None:
+async def test_share_process_namespace_pause_is_pid_1(agent: AgentProcess, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent.put("shared.yaml", simple_pod("shared", [
         {"name": "first", "command": ["sleep", "3601"]},
         {"name": "second", "command": script("until ps | grep -q 'sleep 360[1]'; do sleep 0.2; done", "ps")},
@@ -136,10 +139,10 @@ async def test_share_process_namespace_pause_is_pid_1(agent: AgentProcess, docke
     agent.put("private.yaml", simple_pod("private", [{"name": "alone", "command": script("ps")}]))
     agent.start()
 
-    shared = await output(agent, docker, "shared", "second")
+    shared = await output(agent, runtime_view, "shared", "second")
     procs = {line.split()[0]: line.split()[-1] for line in shared.splitlines() if line.strip()[:1].isdigit()}
     assert procs.get("1") == "/pause", shared
     assert any("3601" in line for line in shared.splitlines()), shared
-    alone = await output(agent, docker, "private", "alone")
+    alone = await output(agent, runtime_view, "private", "alone")
     first = next(line for line in alone.splitlines() if line.strip().startswith("1 "))
     assert "/pause" not in first and "sh" in first, alone

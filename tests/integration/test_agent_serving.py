@@ -5,7 +5,6 @@ agent's descriptors come back down."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import resource
@@ -21,9 +20,12 @@ import aiohttp
 import pytest
 
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, cstatus, free_port, simple_pod, stop_and_clean
+from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -84,10 +86,9 @@ def running(p: dict[str, Any]) -> bool:
         "running" in s["state"] for s in p["status"].get("containerStatuses", []))
 
 
-async def pod_containers(d: aiodocker.Docker, uid: str) -> dict[str, str]:
-    """Every container of the pod, the sandbox included: id -> state."""
-    found = await d.containers.list(all=True, filters=json.dumps({"label": [f"io.kubernetes.pod.uid={uid}"]}))
-    return {c.id: str(c._container["State"]) for c in found}
+async def pod_containers(view: RuntimeView, uid: str) -> dict[str, bool]:
+    """Every container of the pod, the sandbox included: id -> running."""
+    return {o.id: o.running for o in await view.objects_of(uid)}
 
 
 async def open_idle(port: int, count: int) -> list[asyncio.StreamWriter]:
@@ -109,7 +110,7 @@ async def limited_agent(request: pytest.FixtureRequest, tmp_path: Path,
 
 
 async def test_idle_connections_leave_pods_health_and_descriptors_alone(
-        limited_agent: LimitedAgent, docker: aiodocker.Docker) -> None:
+        limited_agent: LimitedAgent, docker: aiodocker.Docker, runtime_view: RuntimeView) -> None:
     agent = limited_agent
     for name in POD_NAMES:
         agent.put(f"{name}.yaml", simple_pod(name, [{"name": "main", "command": ["sleep", "3600"]}],
@@ -117,7 +118,7 @@ async def test_idle_connections_leave_pods_health_and_descriptors_alone(
     agent.start()
     await agent.wait_up()
     pods = {n: await agent.wait_pod(n, running, "Running") for n in POD_NAMES}
-    containers = {n: await pod_containers(docker, p["metadata"]["uid"]) for n, p in pods.items()}
+    containers = {n: await pod_containers(runtime_view, p["metadata"]["uid"]) for n, p in pods.items()}
     soft, hard = agent.nofile
     assert agent.soft_nofile() == hard  # raised at start as far as the hard limit allows
     if hard > soft:
@@ -158,6 +159,6 @@ async def test_idle_connections_leave_pods_health_and_descriptors_alone(
         assert after["metadata"]["uid"] == before["metadata"]["uid"]
         assert cstatus(after, "main")["containerID"] == cstatus(before, "main")["containerID"]
         assert cstatus(after, "main")["restartCount"] == 0
-        now = await pod_containers(docker, before["metadata"]["uid"])
+        now = await pod_containers(runtime_view, before["metadata"]["uid"])
         assert now.keys() == containers[name].keys()
-        assert set(now.values()) == {"running"}
+        assert set(now.values()) == {True}

@@ -30,11 +30,14 @@ import pytest
 
 from tests.apiserver import ApiServer
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import JoinedAgent
 from tests.integration.recovery import api_pod, api_pod_running, node_ready, ready_condition
+from tests.integration.runtime_view import RuntimeView
 from tests.integration.soak import Leftovers, soak
 
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +67,8 @@ async def api(tmp_path: Path) -> AsyncIterator[ApiServer]:
         yield server
 
 
-async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
+                                      runtime_view: RuntimeView) -> None:
     a = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)  # upstream's default intervals
     a.extra = {"fileCheckFrequency": "20s"}  # the manifest dir is watched; the poll is only a safety net
     admin = api.admin()
@@ -91,7 +95,7 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
         # two restarts of bumpy's container while the API is away: only the second may reach the API
         for n in (1, 2):
             local = {p["metadata"]["name"]: p for p in await a.pods()}
-            await (await docker.containers.get(cid_of(local["bumpy"]))).kill()
+            await runtime_view.kill(cid_of(local["bumpy"]))
             await a.wait_for(f"bumpy restarted locally ({n})", functools.partial(local_restarts, a, "bumpy", n),
                              timeout=60)
         res = await churn
@@ -142,7 +146,7 @@ async def test_soak_through_api_outage(tmp_path: Path, api: ApiServer, docker: a
         # nothing was killed or restarted for the outage
         steady_now = await admin.get("pods", "steady", "default")
         assert cid_of(steady_now) == cid_of(steady) and steady_now["status"]["containerStatuses"][0]["restartCount"] == 0
-        assert (await (await docker.containers.get(cid_of(steady))).show())["State"]["Running"]
+        assert await runtime_view.running(cid_of(steady))
         assert cid_of(bumpy) != cid_of(await admin.get("pods", "bumpy", "default"))
 
         # the soak under it: the static pods' churn left nothing and leaked nothing

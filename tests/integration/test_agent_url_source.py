@@ -10,10 +10,13 @@ import pytest
 from aiohttp import web
 
 from tests.integration import agent_env
+from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, container_id, free_port, simple_pod
+from tests.integration.runtime_view import RuntimeView
 
 agent = agent_env.agent
 docker = agent_env.docker
+runtime_view = views.runtime_view
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +73,7 @@ def configure(agent: AgentProcess, server: ManifestServer) -> None:
 
 
 async def test_url_pods_run_are_replaced_survive_the_server_and_stop(
-        agent: AgentProcess, docker: aiodocker.Docker, manifests: ManifestServer) -> None:
+        agent: AgentProcess, docker: aiodocker.Docker, manifests: ManifestServer, runtime_view: RuntimeView) -> None:
     manifests.serve(sleeper("alpha"), sleeper("beta"))
     configure(agent, manifests)
     agent.start()
@@ -85,8 +88,7 @@ async def test_url_pods_run_are_replaced_survive_the_server_and_stop(
     manifests.serve(sleeper("alpha", 3601), sleeper("beta"))
     new_alpha = await agent.wait_pod(
         "alpha", lambda p: p["metadata"]["uid"] != alpha["metadata"]["uid"] and running(p), "replaced")
-    with pytest.raises(aiodocker.DockerError):
-        await docker.containers.get(container_id(alpha, "main"))
+    assert not await runtime_view.exists(container_id(alpha, "main"))
 
     # the server going down changes nothing, and is logged once
     await manifests.down()
@@ -107,13 +109,11 @@ async def test_url_pods_run_are_replaced_survive_the_server_and_stop(
     beta_now = await agent.pod("beta")
     assert beta_now is not None and container_id(beta_now, "main") == beta_cid
     assert "read pods from manifest URL" in agent.log()
-    leftovers = await docker.containers.list(
-        all=True, filters=json.dumps({"label": [f"io.kubernetes.pod.uid={new_alpha['metadata']['uid']}"]}))
-    assert leftovers == []
+    assert await runtime_view.objects_of(new_alpha["metadata"]["uid"]) == []
 
 
 async def test_a_restart_while_the_server_is_down_keeps_url_pods(
-        agent: AgentProcess, docker: aiodocker.Docker, manifests: ManifestServer) -> None:
+        agent: AgentProcess, docker: aiodocker.Docker, manifests: ManifestServer, runtime_view: RuntimeView) -> None:
     manifests.serve(sleeper("kept"))
     configure(agent, manifests)
     agent.start()
@@ -126,7 +126,7 @@ async def test_a_restart_while_the_server_is_down_keeps_url_pods(
     agent.start()
     await agent.wait_up()
     await _seconds(agent, 3.0)
-    assert (await docker.containers.get(cid))._container["State"]["Running"]
+    assert await runtime_view.running(cid)
     assert "stopping orphaned pod" not in agent.log()
 
     await manifests.up()

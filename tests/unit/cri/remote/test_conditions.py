@@ -40,7 +40,7 @@ def test_unsupported_endpoints(bad: str) -> None:
 
 
 def test_the_agent_picks_its_runtime_by_endpoint() -> None:
-    from minikubelet.cli import speaks_docker_api
+    from cri.endpoint import speaks_docker_api
 
     assert speaks_docker_api("unix:///var/run/docker.sock")
     assert speaks_docker_api("unix:///run/mkltest/docker.sock")
