@@ -269,6 +269,7 @@ class Agent:
         """kernelMemcgNotification: watch the agent's own kubepods memory cgroup (v1: a usage threshold; v2:
         PSI and memory.events)."""
         from cgroups.naming import kubepods_name
+        from cgroups.systemd_driver import SystemdCgroupDriver
         from cgroups.v1 import CgroupV1Driver
         from cgroups.v2 import CgroupV2Driver
         from minikubelet.eviction.memcg_notifier import ThresholdNotifier
@@ -278,13 +279,15 @@ class Agent:
         if not self.config.kernel_memcg_notification or manager is None:
             return
         literal = manager.literal(kubepods_name(manager.root))
-        if isinstance(manager.driver, CgroupV2Driver):
-            self._start_pressure_notifier(manager.driver.root.joinpath(*[p for p in literal.split("/") if p]))
+        # systemd makes the slices; their files are watched as with cgroupfs
+        driver = manager.driver.files if isinstance(manager.driver, SystemdCgroupDriver) else manager.driver
+        if isinstance(driver, CgroupV2Driver):
+            self._start_pressure_notifier(driver.root.joinpath(*[p for p in literal.split("/") if p]))
             return
-        if not isinstance(manager.driver, CgroupV1Driver) or "memory" not in manager.driver.hierarchies:
+        if not isinstance(driver, CgroupV1Driver) or "memory" not in driver.hierarchies:
             log.info("kernelMemcgNotification: needs the cgroup v1 memory controller; the 10 s monitoring stays")
             return
-        path = Path(manager.driver.hierarchies["memory"]).joinpath(*[p for p in literal.split("/") if p])
+        path = Path(driver.hierarchies["memory"]).joinpath(*[p for p in literal.split("/") if p])
         for t in self.eviction.settings.thresholds:
             if t.signal == ALLOCATABLE_MEMORY_AVAILABLE:
                 self.eviction.notifiers.append(ThresholdNotifier(path, t, self.eviction.notify))
