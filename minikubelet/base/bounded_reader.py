@@ -264,6 +264,9 @@ def _describe(value: object) -> str:
     return repr(value)[:40]
 
 
+_PYYAML_DEPTH_LIMIT = "exceeded maximum nesting depth"
+
+
 def load_yaml(text: str, bounds: Bounds = DEFAULT_BOUNDS) -> list[object]:
     """Every document in a YAML (or JSON) stream as plain JSON values; empty documents are None.
 
@@ -276,6 +279,10 @@ def load_yaml(text: str, bounds: Bounds = DEFAULT_BOUNDS) -> list[object]:
         builder.run(loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        if str(exc.problem or "").startswith(_PYYAML_DEPTH_LIMIT):
+            # PyYAML >= 6.0.4 stops at its own depth (1000) while scanning ahead, before our smaller bound is seen
+            raise YAMLLoadError(f"nested deeper than {bounds.max_depth} levels", mark.line + 1 if mark else 0,
+                                mark.column + 1 if mark else 0, bound=True) from None
         problem = " ".join(str(exc.problem or exc.context or "syntax error").split())
         if exc.context and exc.problem and exc.context_mark is not None:
             cm = exc.context_mark

@@ -102,7 +102,9 @@ def test_small_documents_are_never_refused_for_aliasing() -> None:
 def test_depth_and_node_bounds() -> None:
     with pytest.raises(YAMLLoadError, match="nested deeper than 100 levels") as info:
         load_yaml("[" * 100_000 + "]" * 100_000)
-    assert info.value.bound and (info.value.line, info.value.column) == (1, 101)
+    # where the bound is seen: the 101st level, or with PyYAML >= 6.0.4 its own limit of 1000 levels, which its
+    # scanner reaches first while looking ahead for a simple key
+    assert info.value.bound and (info.value.line, info.value.column) in ((1, 101), (1, 1001))
     assert one("[" * 100 + "]" * 100) is not None
     with pytest.raises(YAMLLoadError, match="more than 50 nodes"):
         load_yaml("[" + ", ".join(["1"] * 60) + "]", Bounds(max_nodes=50))
