@@ -7,14 +7,13 @@ Closing stdin half-closes the connection: Docker then closes the container's std
 
 from __future__ import annotations
 
-from aiodocker.stream import Stream
-
-from cri.docker.client import DockerClient, translate_errors
+from cri.docker.client import DockerClient, Params
 from cri.docker.exec_stream import HijackedSession, hijack
+from cri.docker.hijack import RawStream
 
 
 class DockerAttachSession(HijackedSession):
-    def __init__(self, client: DockerClient, container_id: str, stream: Stream, stdin: bool) -> None:
+    def __init__(self, client: DockerClient, container_id: str, stream: RawStream, stdin: bool) -> None:
         super().__init__(stream, stdin)
         self._client = client
         self._id = container_id
@@ -25,9 +24,10 @@ class DockerAttachSession(HijackedSession):
 
 async def attach_stream(client: DockerClient, container_id: str, *, stdin: bool, stdout: bool, stderr: bool,
                         tty: bool) -> DockerAttachSession:
-    """`tty` is implied by the container (aiodocker reads its config to know whether output is multiplexed)."""
-    with translate_errors():
-        container = await client.raw.containers.get(container_id)
-    stream = container.attach(stdin=stdin, stdout=stdout, stderr=stderr and not tty, logs=False)
-    await hijack(stream)
+    """Whether output is multiplexed is the container's own tty setting, read from its inspect."""
+    container = await client.get(f"containers/{container_id}/json")
+    tty = bool((container.get("Config") or {}).get("Tty"))
+    params: Params = {"detachKeys": "", "logs": False, "stdin": stdin, "stdout": stdout, "stderr": stderr and not tty,
+              "stream": True}
+    stream = await hijack(client, f"containers/{container_id}/attach", params=params, tty=tty)
     return DockerAttachSession(client, container_id, stream, stdin)

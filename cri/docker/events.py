@@ -58,7 +58,7 @@ async def container_events(
             log.warning("Docker event stream ended; reconnecting")
         except (RuntimeError_, OSError, ValueError, asyncio.IncompleteReadError) as exc:
             log.warning("Docker event stream failed: %s; reconnecting in %.1fs", exc, backoff)
-        except Exception as exc:  # aiohttp payload errors have no common base with the above
+        except Exception as exc:  # whatever else breaks the stream must not end the watch
             log.warning("Docker event stream broke: %r; reconnecting in %.1fs", exc, backoff)
         await asyncio.sleep(backoff)
         backoff = min(max_backoff, backoff * 2)

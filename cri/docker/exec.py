@@ -12,9 +12,9 @@ import logging
 import signal
 
 import psutil
-from aiodocker.execs import Exec
 
 from cri.docker.client import DockerClient, translate_errors
+from cri.docker.hijack import STDERR
 from cri.types import ExecResult
 
 log = logging.getLogger(__name__)
@@ -35,27 +35,30 @@ def kill_process_tree(pid: int) -> None:
             process.send_signal(signal.SIGKILL)
 
 
-async def _collect(exec_: Exec, stdout: bytearray, stderr: bytearray) -> None:
-    async with exec_.start(detach=False) as stream:
-        while (message := await stream.read_out()) is not None:
-            (stderr if message.stream == 2 else stdout).extend(message.data)
+async def _collect(client: DockerClient, exec_id: str, stdout: bytearray, stderr: bytearray) -> None:
+    stream = await client.hijack(f"exec/{exec_id}/start", {"Detach": False, "Tty": False}, tty=False)
+    try:
+        while (chunk := await stream.read()) is not None:
+            (stderr if chunk[0] == STDERR else stdout).extend(chunk[1])
+    finally:
+        await stream.close()
 
 
-async def _exit_code(exec_: Exec) -> int:
+async def exit_code(client: DockerClient, exec_id: str) -> int:
     deadline = asyncio.get_running_loop().time() + _EXIT_CODE_WAIT
     while True:
-        info = await exec_.inspect()
+        info = await client.get(f"exec/{exec_id}/json")
         if not info.get("Running") or asyncio.get_running_loop().time() > deadline:
             code = info.get("ExitCode")
             return -1 if code is None else int(code)
         await asyncio.sleep(_EXIT_CODE_POLL)
 
 
-async def _kill_exec(exec_: Exec) -> None:
+async def _kill_exec(client: DockerClient, exec_id: str) -> None:
     try:
-        info = await exec_.inspect()
+        info = await client.get(f"exec/{exec_id}/json")
     except Exception as exc:  # the kill is best effort; the caller already has its answer
-        log.warning("cannot inspect timed-out exec %s: %s", exec_.id, exc)
+        log.warning("cannot inspect timed-out exec %s: %s", exec_id, exc)
         return
     pid = int(info.get("Pid") or 0)
     if info.get("Running") and pid > 0:
@@ -67,21 +70,20 @@ async def exec_sync(client: DockerClient, container_id: str, cmd: list[str], tim
         f"containers/{container_id}/exec",
         {"Cmd": cmd, "AttachStdin": False, "AttachStdout": True, "AttachStderr": True, "Tty": False},
     )
-    exec_ = Exec(client.raw, str(created["Id"]), tty=False)
+    exec_id = str(created["Id"])
     stdout, stderr = bytearray(), bytearray()
     try:
         async with asyncio.timeout(timeout if timeout > 0 else None):
             with translate_errors():
-                await _collect(exec_, stdout, stderr)
+                await _collect(client, exec_id, stdout, stderr)
     except TimeoutError:
         # Killing must not delay the answer: the probe deadline has already passed.
-        task = asyncio.create_task(_kill_exec(exec_))
+        task = asyncio.create_task(_kill_exec(client, exec_id))
         _background.add(task)
         task.add_done_callback(_background.discard)
         return ExecResult(exit_code=-1, stdout=bytes(stdout), stderr=bytes(stderr), timed_out=True)
-    with translate_errors():
-        exit_code = await _exit_code(exec_)
-    return ExecResult(exit_code=exit_code, stdout=bytes(stdout), stderr=bytes(stderr))
+    code = await exit_code(client, exec_id)
+    return ExecResult(exit_code=code, stdout=bytes(stdout), stderr=bytes(stderr))
 
 
 _background: set[asyncio.Task[None]] = set()

@@ -401,11 +401,11 @@ async def build_image(runtime: DockerRuntime, tag: str, dockerfile: str) -> None
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(dockerfile.encode())
         tar.addfile(info, io.BytesIO(dockerfile.encode()))
-    async with runtime._client.raw._query(
+    async with runtime._client.stream(
         "build",
         "POST",
         params={"t": tag, "rm": "1"},
-        data=context.getvalue(),
+        body=context.getvalue(),
         headers={"Content-Type": "application/x-tar"},
     ) as response:
         output = await response.read()
