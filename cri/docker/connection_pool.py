@@ -40,6 +40,7 @@ class ConnectionPool:
         self.idle_timeout = idle_timeout
         self._slots = asyncio.Semaphore(max_requests)
         self._idle: list[Connection] = []
+        self._waiting = 0  # requests queued for a slot
         self.opened = 0  # sockets opened over the pool's life (tests and profiles read it)
 
     @property
@@ -67,17 +68,26 @@ class ConnectionPool:
         return await self.connect()
 
     def give_back(self, conn: Connection) -> None:
-        if conn.reusable() and len(self._idle) < self.max_idle:
+        # While requests wait for a slot every finished connection is worth keeping: one of them
+        # takes it next. Once none wait, the idle list shrinks back to its bound (oldest first).
+        if conn.reusable() and (len(self._idle) < self.max_idle or self._waiting):
             conn.http.start_next_cycle()
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
         else:
             conn.close()
+        while not self._waiting and len(self._idle) > self.max_idle:
+            self._idle.pop(0).close()
 
     @asynccontextmanager
     async def request_slot(self) -> AsyncIterator[Connection]:
         """A connection for one bounded request; kept for reuse only if the exchange completed."""
-        async with self._slots:
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        try:
             conn = await self.take()
             try:
                 yield conn
@@ -85,6 +95,8 @@ class ConnectionPool:
                 conn.close()
                 raise
             self.give_back(conn)
+        finally:
+            self._slots.release()
 
     def close(self) -> None:
         while self._idle:
