@@ -173,9 +173,9 @@ ROWS: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
 RESULT_NAME = {"startup-containerd": "startup"}  # the bench that writes a part's result file
 
 
-def newest_result(name: str, since: float, results: Path = RESULTS) -> Path | None:
+def newest_result(name: str, since: float, results: Path | None = None) -> Path | None:
     """The result file `name` wrote at or after `since` (epoch seconds), the newest if several."""
-    found = [p for p in results.glob(f"{name}-*.json") if p.stat().st_mtime >= since]
+    found = [p for p in (results or RESULTS).glob(f"{name}-*.json") if p.stat().st_mtime >= since]
     return max(found, key=lambda p: p.stat().st_mtime, default=None)
 
 
