@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, table, write_result
+from bench.common import RESULTS, write_result
 from bench.kubelet_reference import CATEGORIES
 
 PARTS = ("startup", "startup-containerd", "status-latency", "footprint", "cluster-startup", "cluster-footprint",
@@ -245,8 +245,10 @@ async def measure(part: str, plan: Plan, run: Callable[[str, Plan], Awaitable[No
 
 
 def render(outcomes: list[Outcome]) -> str:
-    rows = [r.cells() for o in outcomes for r in o.rows]
-    return table(["target", "figure", "floor / reference", "ratio", "limit", "verdict"], rows)
+    """One Markdown table (it goes into docs/performance.md as printed)."""
+    lines = ["| target | figure | floor / reference | ratio | limit | verdict |", "|---|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in r.cells()) + " |" for o in outcomes for r in o.rows]
+    return "\n".join(lines)
 
 
 async def main(parts: list[str], quick: bool) -> None:
