@@ -56,7 +56,7 @@ def test_status_latency_without_the_runtimes_own_latency_is_reported_not_judged(
     assert row.ratio is None and row.verdict == "n/a" and "not measured" in row.reference
 
 
-@pytest.mark.parametrize("key", ["runtime_event_latency", "docker_die_to_event"])  # a known name, or any summary
+@pytest.mark.parametrize("key", ["runtime_event", "docker_die_to_event"])  # lat19's name, or any other summary
 def test_status_latency_ratio_is_read_from_the_runtime_latency_in_the_same_result(key: str) -> None:
     result: dict[str, Any] = {"latency": summary([0.1, 0.2]), key: {**summary([0.1, 0.125]), "n": 2}}
     found = runtime_event_latency(result)
@@ -66,6 +66,15 @@ def test_status_latency_ratio_is_read_from_the_runtime_latency_in_the_same_resul
     assert row.verdict == "missed"  # 0.199 / 0.12475 > 1.2
     result[key] = summary([0.19, 0.2])
     assert status_rows(result)[0].verdict == "met"
+
+
+def test_status_latency_reads_the_result_as_the_lat19_bench_writes_it() -> None:
+    agent, runtime = [0.12, 0.15, 0.28], [0.10, 0.11, 0.25]  # p99 277.4 and 247.2 ms
+    result = {"runtime": "docker", "latency": summary(agent), "samples": agent, "runtime_event": summary(runtime),
+              "runtime_samples": runtime, "ratio_p99": summary(agent)["p99"] / summary(runtime)["p99"]}
+    (row,) = status_rows(result)
+    assert row.ratio == pytest.approx(result["ratio_p99"]) and row.verdict == "met"
+    assert "runtime event (runtime_event) p99 247.2 ms" in row.reference
 
 
 def test_footprint_judges_the_no_probe_run_and_reports_the_probed_one() -> None:
