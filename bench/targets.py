@@ -235,8 +235,9 @@ async def measure(part: str, plan: Plan, run: Callable[[str, Plan], Awaitable[No
         await run(part, plan)
     except (Exception, SystemExit) as e:  # a bench's SystemExit is its failure message
         traceback.print_exc()
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]  # the log that may follow goes to the JSON
         return Outcome(part, time.monotonic() - t0, None, f"{type(e).__name__}: {e}",
-                       [Row(part, f"failed: {e}"[:120], verdict="failed")])
+                       [Row(part, f"failed: {first}"[:120], verdict="failed")])
     path = newest_result(RESULT_NAME.get(part, part), since)
     if path is None:
         return Outcome(part, time.monotonic() - t0, None, "no result file", [Row(part, "no result file", verdict="failed")])
@@ -246,7 +247,7 @@ async def measure(part: str, plan: Plan, run: Callable[[str, Plan], Awaitable[No
 def render(outcomes: list[Outcome]) -> str:
     """One Markdown table (it goes into docs/performance.md as printed)."""
     lines = ["| target | figure | floor / reference | ratio | limit | verdict |", "|---|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(str(c).replace("|", "/") for c in r.cells()) + " |" for o in outcomes for r in o.rows]
+    lines += ["| " + " | ".join(" ".join(str(c).replace("|", "/").split()) for c in r.cells()) + " |" for o in outcomes for r in o.rows]
     return "\n".join(lines)
 
 

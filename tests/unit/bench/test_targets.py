@@ -141,10 +141,12 @@ async def test_a_failed_part_becomes_a_row_and_a_finished_one_is_read_back(tmp_p
     monkeypatch.setattr(targets, "RESULTS", tmp_path)
 
     async def fails(part: str, plan: targets.Plan) -> None:
-        raise SystemExit("cluster-startup: only 3/10 pods Ready after 300 s")
+        raise AssertionError("timed out waiting for agent healthy; last=false\n--- agent log ---\n| a line |")
 
     out = await measure("cluster-startup", FULL, fails)
-    assert out.error is not None and out.rows[0].verdict == "failed" and "3/10" in out.rows[0].figure
+    assert out.error is not None and "--- agent log ---" in out.error  # the whole error, in the JSON
+    assert out.rows[0].verdict == "failed" and out.rows[0].figure == "failed: timed out waiting for agent healthy; last=false"
+    assert len(render([out]).splitlines()) == 3  # one row, whatever the error held
 
     async def writes(part: str, plan: targets.Plan) -> None:
         (tmp_path / "hostile-20261124-000000.json").write_text(json.dumps({"phases": [
