@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|cluster-startup|cluster-footprint|soak [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|cluster-startup|cluster-footprint|hostile|targets|soak [options]"""
 
 from __future__ import annotations
 
@@ -15,7 +15,18 @@ def _counts(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _parts(text: str) -> list[str]:
+    from bench.targets import parse_parts
+
+    try:
+        return parse_parts(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def main() -> None:
+    from bench.targets import PARTS
+
     p = argparse.ArgumentParser(prog="python -m bench")
     sub = p.add_subparsers(dest="name", required=True)
     s = sub.add_parser("startup", help="pods Running after being written at once, vs direct Docker")
@@ -48,6 +59,11 @@ def main() -> None:
     s.add_argument("--pods", type=_counts, default="0,30,100")
     s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
     s.add_argument("--settle", type=float, default=15.0, help="seconds between all Ready and the window")
+    s = sub.add_parser("hostile", help="/healthz latency idle and while the adversarial manifest corpus is processed")
+    s.add_argument("--idle", type=float, default=10.0, help="seconds of idle polling before the corpus")
+    s = sub.add_parser("targets", help="every issue-19 target in one run, one table (15-25 min in full)")
+    s.add_argument("--only", type=_parts, default=",".join(PARTS), help=f"comma-separated parts of {','.join(PARTS)}")
+    s.add_argument("--quick", action="store_true", help="fewer pod counts, events and seconds (about 6-8 min)")
     s = sub.add_parser("soak", help="pods run, crash, exit and are deleted for a while: RSS growth and leftovers")
     s.add_argument("--minutes", type=float, default=60.0)
     s.add_argument("--per-kind", type=int, default=2, help="pods of each kind (sleeper, crasher, one-shot) per wave")
@@ -65,6 +81,14 @@ def main() -> None:
         from bench import cluster_footprint
 
         asyncio.run(cluster_footprint.main(a.pods, a.duration, a.settle))
+    elif a.name == "targets":
+        from bench import targets
+
+        asyncio.run(targets.main(a.only, a.quick))
+    elif a.name == "hostile":
+        from bench import hostile
+
+        asyncio.run(hostile.main(a.idle))
     elif a.name == "startup":
         from bench import startup
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from bench.cluster import api_pod, delete_all, is_ready, joined_agent, tally
 from bench.common import engine_pids, read_proc, table, write_result
+from bench.kubelet_reference import CATEGORIES, kubelet_reference, per_minute
 
 SETTLE = 15.0  # start-up work settles; the pods' first periodic resyncs come 60-90 s after their start
 
@@ -40,6 +41,7 @@ async def measure(n: int, duration: float, settle: float) -> dict[str, Any]:
             "engine_cpu_s_per_min": {k: (e1[k].cpu_seconds - e0[k].cpu_seconds) / minutes for k in e1},
             "agent_requests_per_min": len(rows) / minutes,
             "agent_requests_by_kind": kinds,
+            "agent_requests_per_min_by_category": per_minute(kinds, minutes),
         }
         await delete_all(c, names, 600)
         return out
@@ -56,4 +58,19 @@ async def main(counts: list[int], duration: float, settle: float = SETTLE) -> No
                      ", ".join(f"{k} {v}" for k, v in r["agent_requests_by_kind"].items())])
     print(table(["API pods", "agent RSS MiB", "agent CPU s/min", "% of a core", "dockerd CPU s/min",
                  "agent reqs/min", "requests in the window"], rows))
-    print("results:", write_result("cluster-footprint", {"runs": data}))
+    ref = kubelet_reference()
+    print()
+    print(traffic_table(data, ref))
+    print(f"kubelet idle: lease every {ref['lease_interval_s']:.1f} s (kubelet-flows/lease-create-renew.json), node status "
+          f"every 5 min when unchanged; kubelet session: kubelet-call-summary.json's totals over the "
+          f"{ref['session_minutes']:.1f} min its lease renewals span (a busy session with pod churn, not idle)")
+    print("results:", write_result("cluster-footprint", {"runs": data, "kubelet_reference": ref}))
+
+
+def traffic_table(runs: list[dict[str, Any]], ref: dict[str, Any]) -> str:
+    """Requests/min by category: the agent at each pod count beside the kubelet's idle and session figures."""
+    rows = []
+    for c in CATEGORIES:
+        ours = [r["agent_requests_per_min_by_category"].get(c, 0.0) for r in runs]
+        rows.append([c, *ours, ref["idle_per_min"].get(c, "-"), ref["session_per_min"].get(c, "-")])
+    return table(["requests/min", *(f"agent, {r['pods']} pods" for r in runs), "kubelet idle", "kubelet session"], rows)
