@@ -19,7 +19,6 @@ from minikubelet.base.clock import Clock
 from minikubelet.install.bootstrap_token import JWS_KEY_PREFIX, BootstrapToken, signature_valid
 from minikubelet.install.ca_pin import PinError, check_any
 from minikubelet.kubeapi.kubeconfig import ClientConfig
-from minikubelet.kubeapi.rest import ApiError, RestClient, RetryPolicy, TransportError
 
 CLUSTER_INFO_PATH = "/api/v1/namespaces/kube-public/configmaps/cluster-info"
 RETRY_INTERVAL = 5.0  # kubeadm's DiscoveryRetryInterval
@@ -45,6 +44,9 @@ def normalise_endpoint(endpoint: str) -> str:
 
 
 async def _get(cfg: ClientConfig, clock: Clock) -> dict[str, Any]:
+    # The REST client (aiohttp) is loaded when a join runs, not by every `minikubelet run` (issue 19: memory).
+    from minikubelet.kubeapi.rest import RestClient, RetryPolicy
+
     client = RestClient(cfg, clock, retry=RetryPolicy(attempts=1), timeout=10.0)
     try:
         return await client.get(CLUSTER_INFO_PATH)
@@ -53,6 +55,8 @@ async def _get(cfg: ClientConfig, clock: Clock) -> dict[str, Any]:
 
 
 async def _poll(cfg: ClientConfig, token: BootstrapToken, clock: Clock, timeout: float) -> dict[str, str]:
+    from minikubelet.kubeapi.rest import ApiError, TransportError
+
     deadline = clock.now() + timeout
     while True:
         try:
@@ -84,6 +88,8 @@ def _cluster(kubeconfig: str) -> dict[str, Any]:
 async def discover(endpoint: str, token: BootstrapToken, pins: set[str], clock: Clock, *,
                    timeout: float = DEFAULT_TIMEOUT) -> ClusterInfo:
     """The validated API server and cluster CA; `pins` empty means the unsafe skip of CA verification."""
+    from minikubelet.kubeapi.rest import ApiError, TransportError
+
     base = normalise_endpoint(endpoint)
     data = await _poll(ClientConfig(server=base, insecure=True), token, clock, timeout)
     kubeconfig = data.get("kubeconfig", "")
