@@ -646,9 +646,9 @@ class Agent:
         for warning in not_implemented_warnings(cfg):
             log.warning(warning)
         if cfg.read_only_port:
-            await self.server.serve(cfg.address, cfg.read_only_port, self.server.app())
+            await self.server.serve(cfg.address, cfg.read_only_port, self.server.routes())
         if cfg.healthz_port and cfg.healthz_port != cfg.read_only_port:
-            await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_app())
+            await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_routes())
         # First learn what already runs, then what is wanted, then stop what is no longer wanted.
         await self.pleg.relist()
         if self.join is not None:
