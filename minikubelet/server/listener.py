@@ -162,8 +162,12 @@ class _Connection:
                 return
             first = False
             try:
-                async with asyncio.timeout(self.lim.header_timeout):
-                    event = await self._next_event()
+                # A head that arrived whole (the usual case) needs no deadline: a timer per request is
+                # a fair share of what a small request costs.
+                event = self.h11.next_event()
+                if event is h11.NEED_DATA:
+                    async with asyncio.timeout(self.lim.header_timeout):
+                        event = await self._next_event()
             except TimeoutError:
                 self.site.log("header-timeout", "closed a connection: no complete request head in time",
                               level=logging.INFO, listener=self.site.name, peer=self.peer,
@@ -284,6 +288,8 @@ class _Connection:
 
     async def _write(self, data: bytes) -> None:
         self.writer.write(data)
+        if not self.writer.transport.get_write_buffer_size():
+            return  # all sent at once: nothing to wait for
         try:
             async with asyncio.timeout(self.lim.write_timeout):
                 await self.writer.drain()
