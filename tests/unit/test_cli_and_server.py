@@ -78,16 +78,16 @@ def test_a_standalone_run_loads_no_optional_heavy_library() -> None:
 
 
 def test_the_standalone_agent_imports_aiohttp_only_through_the_docker_client() -> None:
-    """aiohttp (+aiohttp.web) costs ~16 MiB resident. The plain-HTTP ports run on h11; httpGet probes and hooks,
-    the manifest URL source and the 10250 API load it when used. Every `import aiohttp…` statement executed while
-    importing the agent is recorded with the importing module: only the Docker client (cri.docker, aiodocker,
-    and aiohttp's own modules and the libraries it pulls) may ask for it."""
+    """aiohttp (+aiohttp.web, yarl, multidict) costs ~12 MiB resident. The plain-HTTP ports run on h11; httpGet
+    probes and hooks, the manifest URL source and the 10250 API load it when used. Every `import aiohttp|yarl|
+    multidict…` statement executed while importing the agent is recorded with the importing module: only the
+    Docker client (cri.docker, aiodocker, and aiohttp's own modules) may ask for them."""
     code = (
         "import builtins, json, sys\n"
         "seen = []\n"
         "real = builtins.__import__\n"
         "def spy(name, globals=None, locals=None, fromlist=(), level=0):\n"
-        "    if level == 0 and name.split('.')[0] == 'aiohttp':\n"
+        "    if level == 0 and name.split('.')[0] in ('aiohttp', 'yarl', 'multidict'):\n"
         "        seen.append((globals or {}).get('__name__', '?'))\n"
         "    return real(name, globals, locals, fromlist, level)\n"
         "builtins.__import__ = spy\n"
@@ -98,6 +98,6 @@ def test_the_standalone_agent_imports_aiohttp_only_through_the_docker_client() -
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     importers = json.loads(out.splitlines()[-1])
     # importlib._bootstrap: the submodules of a `from aiohttp import x` whose statement is recorded already.
-    allowed = ("aiohttp", "aiodocker", "importlib")
+    allowed = ("aiohttp", "aiodocker", "importlib", "yarl", "multidict")
     assert [m for m in importers if m.split(".")[0] not in allowed and not m.startswith("cri.docker")] == []
     assert any(m.startswith("cri.docker") or m.startswith("aiodocker") for m in importers)  # the spy works
