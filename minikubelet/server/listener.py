@@ -254,6 +254,8 @@ class _Connection:
         return Request(method, unquote(path), Query.parse(query), hdrs, body)
 
     async def _body(self) -> bytes:
+        if self.h11.they_are_waiting_for_100_continue:
+            await self._write(self.h11.send(h11.InformationalResponse(status_code=100, headers=[])) or b"")
         chunks: list[bytes] = []
         size = 0
         while True:

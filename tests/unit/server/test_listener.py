@@ -108,6 +108,19 @@ async def test_unknown_paths_get_404_and_other_methods_405_with_allow(site: Plai
             assert "method=PUT" in (text := await r.text()) and "path=/any/thing//x" in text and "body=3" in text
 
 
+async def test_expect_100_continue_gets_its_interim_answer_and_a_too_large_one_413(site: PlainSite) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+    writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
+    assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0) == b"HTTP/1.1 100 \r\n\r\n"
+    writer.write(b"abc")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0)
+    assert head.startswith(b"HTTP/1.1 200")
+    writer.close()
+    got = await _exchange(site, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 9999999\r\n"
+                                b"Expect: 100-continue\r\n\r\n")
+    assert got.startswith(b"HTTP/1.1 413")
+
+
 async def test_a_urlencoded_post_body_is_read_as_form_fields(site: PlainSite) -> None:
     async with aiohttp.ClientSession() as c, c.post(f"http://127.0.0.1:{site.port}/echo?f=q",
                                                     data={"f": "b"}, headers={"X-Thing": "1"}) as r:
