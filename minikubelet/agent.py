@@ -66,7 +66,6 @@ from minikubelet.server.stats import StatsHandlers
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import ProcessParser
 from minikubelet.sources.merge import PodConfig
-from minikubelet.sources.url import URLPodSource
 from minikubelet.stats.provider import StatsProvider
 from minikubelet.stats.summary import summary as render_summary
 from minikubelet.status.manager import StatusManager
@@ -102,6 +101,7 @@ if TYPE_CHECKING:
     from minikubelet.nodeshutdown.manager import NodeShutdownManager
     from minikubelet.pod.mirror import MirrorPods, StaticPod
     from minikubelet.sources.apiserver import ApiserverPodSource
+    from minikubelet.sources.url import URLPodSource
     from minikubelet.status.api_sync import PodStatusSync
 
 log = logging.getLogger("minikubelet.agent")
@@ -193,10 +193,15 @@ class Agent:
             config.static_pod_path, self.node_name, self.clock, self.metrics, self._set_source_pods,
             check_frequency=config.file_check_frequency, parser=parser,
         )
-        self.url_source = URLPodSource(
-            config.static_pod_url, config.static_pod_url_header, self.node_name, self.clock, self.metrics,
-            self._set_source_pods, parser, check_frequency=config.http_check_frequency,
-        ) if config.static_pod_url else None
+        self.url_source: URLPodSource | None = None
+        if config.static_pod_url:
+            # yarl and multidict (~2 MiB) only for an agent with a manifest URL.
+            from minikubelet.sources.url import URLPodSource
+
+            self.url_source = URLPodSource(
+                config.static_pod_url, config.static_pod_url_header, self.node_name, self.clock, self.metrics,
+                self._set_source_pods, parser, check_frequency=config.http_check_frequency,
+            )
         self._orphans_pending = True
         self.api_source: ApiserverPodSource | None = None  # built after the join (needs its client)
         self.node_lister: NodeLister | None = None
@@ -646,9 +651,9 @@ class Agent:
         for warning in not_implemented_warnings(cfg):
             log.warning(warning)
         if cfg.read_only_port:
-            await self.server.serve(cfg.address, cfg.read_only_port, self.server.app())
+            await self.server.serve(cfg.address, cfg.read_only_port, self.server.routes())
         if cfg.healthz_port and cfg.healthz_port != cfg.read_only_port:
-            await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_app())
+            await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_routes())
         # First learn what already runs, then what is wanted, then stop what is no longer wanted.
         await self.pleg.relist()
         if self.join is not None:

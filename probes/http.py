@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
 from probes.addresses import join_host_port
 from probes.result import MAX_OUTPUT_BYTES, ProbeOutcome, Result
 from probes.tcp import describe_os_error
+
+if TYPE_CHECKING:
+    import aiohttp
 
 USER_AGENT = "kube-probe/1.36"
 MAX_REQUESTS = 10  # Go's client gives up when asked to follow the redirect after its 10th request.
@@ -52,6 +55,8 @@ async def probe_http(url: URL, headers: CIMultiDict[str], timeout_s: float) -> P
 
 async def _get_following_redirects(url: URL, headers: CIMultiDict[str]) -> ProbeOutcome:
     # Upstream disables transparent compression and sends Accept only as probe_headers decided.
+    import aiohttp  # only a pod with an httpGet probe needs the HTTP client
+
     skip = ["Accept-Encoding", "Accept"]
     if not headers.get("User-Agent"):
         headers = headers.copy()

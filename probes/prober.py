@@ -8,7 +8,6 @@ from cri.runtime import RuntimeService
 from minikubelet.base.podview import ContainerView, ProbeSpec
 from probes.addresses import PortError, resolve_port
 from probes.exec import probe_exec
-from probes.http import probe_headers, probe_http, probe_url
 from probes.result import ProbeOutcome, Result
 from probes.tcp import probe_tcp
 
@@ -28,6 +27,9 @@ async def run_probe(
         if spec.handler == "exec":
             return await probe_exec(runtime, container_id, list(spec.command), timeout)
         if spec.handler == "httpGet":
+            # aiohttp, yarl and multidict only for a pod with an httpGet probe.
+            from probes.http import probe_headers, probe_http, probe_url
+
             port = resolve_port(spec.port, container.ports)
             url = probe_url(spec.scheme, spec.host or pod_ip, port, spec.path)
             return await probe_http(url, probe_headers(spec.http_headers), timeout)

@@ -7,14 +7,17 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from minikubelet.server.limits import ServingLimits
+from minikubelet.server.listener import PlainSite
 from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
-from minikubelet.server.serving import BoundedSite, bounded_app, serve
+from minikubelet.server.routes import Request, Response, Routes
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
+    from minikubelet.server.serving import BoundedSite
     from minikubelet.server.stats import StatsHandlers
 
 HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, error or None)
@@ -38,70 +41,79 @@ class KubeletServer:
         self._probe_registry = probe_registry
         self._events = events
         self._runners: list[web.AppRunner] = []
-        self.sites: list[BoundedSite] = []
+        self.sites: list[PlainSite | BoundedSite] = []
         self.stats: StatsHandlers | None = None  # set by the agent before serving
 
     @property
     def health(self) -> HealthCheck:
         return self._health
 
-    def app(self) -> web.Application:
-        app = bounded_app(self.limits)
-        app.router.add_get("/healthz", self.healthz)
-        app.router.add_get("/pods", self.pods)
-        app.router.add_get("/pods/", self.pods)
-        app.router.add_get("/metrics", self.metrics)
-        app.router.add_get("/metrics/probes", self.metrics_probes)
-        app.router.add_get("/debug/events", self.events)
+    def routes(self) -> Routes:
+        """The read-only port's routes."""
+        routes = Routes()
+        routes.get("/healthz", self.healthz)
+        routes.get("/pods", self.pods)
+        routes.get("/pods/", self.pods)
+        routes.get("/metrics", self.metrics)
+        routes.get("/metrics/probes", self.metrics_probes)
+        routes.get("/debug/events", self.events)
         if self.stats is not None:
-            self.stats.add_routes(app)
-        return app
+            routes.extend(self.stats.routes())
+        return routes
 
-    def health_app(self) -> web.Application:
-        app = bounded_app(self.limits)
-        app.router.add_get("/healthz", self.healthz)
-        return app
+    def health_routes(self) -> Routes:
+        routes = Routes()
+        routes.get("/healthz", self.healthz)
+        return routes
 
-    async def healthz(self, request: web.Request) -> web.Response:
+    async def healthz(self, request: Request) -> Response:
         checks = await self._health()
         failed = [(n, e) for n, e in checks if e]
         if not failed:
             if "verbose" in request.query:
-                body = "".join(f"[+]{n} ok\n" for n, _ in checks) + "healthz check passed\n"
-                return web.Response(text=body)
-            return web.Response(text="ok")
+                return Response.text("".join(f"[+]{n} ok\n" for n, _ in checks) + "healthz check passed\n")
+            return Response.text("ok")
         body = "".join(f"[+]{n} ok\n" if not e else f"[-]{n} failed: {e}\n" for n, e in checks)
-        return web.Response(status=500, text=body + "healthz check failed\n")
+        return Response.text(body + "healthz check failed\n", 500)
 
-    async def pods(self, request: web.Request) -> web.Response:
+    async def pods(self, request: Request) -> Response:
         body, etag = self._pods.body()
         if request.headers.get("If-None-Match") == etag:
-            return web.Response(status=304, headers={"ETag": etag})
-        return web.Response(body=body, content_type="application/json", headers={"ETag": etag})
+            return Response(304, headers={"ETag": etag})
+        return Response(200, body, "application/json", {"ETag": etag})
 
-    async def metrics(self, _request: web.Request) -> web.Response:
+    async def metrics(self, _request: Request) -> Response:
         return _prometheus(self._registry)
 
-    async def metrics_probes(self, _request: web.Request) -> web.Response:
+    async def metrics_probes(self, _request: Request) -> Response:
         if self._probe_registry is None:
-            return web.Response(status=404, text="probe metrics are not enabled\n")
+            return Response.text("probe metrics are not enabled\n", 404)
         return _prometheus(self._probe_registry)
 
-    async def events(self, request: web.Request) -> web.Response:
+    async def events(self, request: Request) -> Response:
         items = self._events(request.query.get("uid"))
-        return web.json_response({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
+        return Response.json({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
 
-    async def serve(self, host: str, port: int, app: web.Application, ssl_context: ssl.SSLContext | None = None) -> None:
+    async def serve(self, host: str, port: int, routes: Routes) -> PlainSite:
+        """Serve `routes` over plain HTTP (h11: no aiohttp in an agent that serves only these ports)."""
+        site = PlainSite(routes, host, port, self.limits)
+        await site.start()
+        self.sites.append(site)
+        return site
+
+    async def serve_app(self, host: str, port: int, app: web.Application,
+                        ssl_context: ssl.SSLContext | None = None) -> None:
+        """Serve an aiohttp application (the 10250 API, with its streams)."""
+        from minikubelet.server.serving import serve
+
         runner, site = await serve(app, host, port, self.limits, ssl_context)
         self._runners.append(runner)
         self.sites.append(site)
 
     async def close(self) -> None:
-        await asyncio.gather(*(r.cleanup() for r in self._runners), return_exceptions=True)
+        plain = [s.stop() for s in self.sites if isinstance(s, PlainSite)]
+        await asyncio.gather(*plain, *(r.cleanup() for r in self._runners), return_exceptions=True)
 
 
-def _prometheus(registry: CollectorRegistry) -> web.Response:
-    resp = web.Response(body=generate_latest(registry))
-    resp.content_type = CONTENT_TYPE_LATEST.split(";")[0]
-    resp.charset = "utf-8"
-    return resp
+def _prometheus(registry: CollectorRegistry) -> Response:
+    return Response(200, generate_latest(registry), CONTENT_TYPE_LATEST.split(";")[0] + "; charset=utf-8")

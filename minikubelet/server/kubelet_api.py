@@ -37,6 +37,7 @@ from cri.types import (
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
 from minikubelet.node.serving_certificate import ServingCertificateManager
+from minikubelet.server.aiohttp_routes import add_routes, aiohttp_handler
 from minikubelet.server.app import HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
 from minikubelet.server.exec import (
@@ -138,13 +139,13 @@ class KubeletAPI:
         app.middlewares.append(self._guard)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/healthz/{check}", self.healthz_check)
-        app.router.add_get("/pods", self.base.pods)
-        app.router.add_get("/pods/", self.base.pods)
+        app.router.add_get("/pods", aiohttp_handler(self.base.pods))
+        app.router.add_get("/pods/", aiohttp_handler(self.base.pods))
         app.router.add_get("/runningpods/", self.running_pods)
         app.router.add_get("/configz", self.configz)
-        app.router.add_get("/metrics", self.base.metrics)
+        app.router.add_get("/metrics", aiohttp_handler(self.base.metrics))
         if self.base.stats is not None:
-            self.base.stats.add_routes(app)
+            add_routes(app, self.base.stats.routes())
         app.router.add_get("/logs", self.logs_root)
         app.router.add_get("/logs/{tail:.*}", self.surface.node_logs.serve)
         app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self.container_logs)

@@ -12,8 +12,6 @@ and serves each one with a `RequestHandler` subclass that adds a header deadline
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
 import logging
 import socket
 import ssl
@@ -25,11 +23,13 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError, LineTooLong
 
 from minikubelet.server.limits import ServingLimits, connection_cap
+from minikubelet.server.listener import OUT_OF_RESOURCES as _OUT_OF_RESOURCES
+from minikubelet.server.listener import listen as _listen
+from minikubelet.server.listener import peer_text as _peer
 from minikubelet.server.ratelog import RateLimitedLog
 
 log = logging.getLogger("minikubelet.server")
 
-_OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _MAX_ERROR_TEXT = 160
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -288,25 +288,3 @@ def _error_text(exc: BaseException | None) -> str:
     text = exc.message if isinstance(exc, HttpProcessingError) else str(exc)
     text = text.splitlines()[0] if text else type(exc).__name__
     return text[:_MAX_ERROR_TEXT]
-
-
-def _peer(peername: Any) -> str:
-    if isinstance(peername, tuple) and len(peername) >= 2:
-        return f"{peername[0]}:{peername[1]}"
-    return str(peername or "")
-
-
-def _listen(host: str, port: int, backlog: int) -> socket.socket:
-    family, kind, proto, _, addr = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
-                                                      flags=socket.AI_PASSIVE)[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(addr)
-        sock.listen(backlog)
-        sock.setblocking(False)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            sock.close()
-        raise
-    return sock

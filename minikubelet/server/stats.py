@@ -10,9 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from aiohttp import web
-from aiohttp.web_response import ContentCoding
-
+from minikubelet.server.routes import Request, Response, Routes, accepts_gzip, gzip_body
 from minikubelet.stats import cadvisor_metrics, resource_metrics, summary
 from minikubelet.stats.exposition import CONTENT_TYPE
 from minikubelet.stats.provider import StatsProvider
@@ -26,12 +24,13 @@ class StatsHandlers:
         self.provider = provider
         self._rendered: dict[str, tuple[Snapshot, bytes]] = {}
 
-    def add_routes(self, app: web.Application) -> None:
-        for method in ("GET", "POST"):
-            app.router.add_route(method, "/stats/summary", self.summary)
-        app.router.add_route("*", "/stats/{rest:.*}", self.not_found)
-        app.router.add_get("/metrics/resource", self.resource)
-        app.router.add_get("/metrics/cadvisor", self.cadvisor)
+    def routes(self) -> Routes:
+        routes = Routes()
+        routes.add(("GET", "POST"), "/stats/summary", self.summary)
+        routes.add((), "/stats/", self.not_found, prefix=True)
+        routes.get("/metrics/resource", self.resource)
+        routes.get("/metrics/cadvisor", self.cadvisor)
+        return routes
 
     async def _snapshot(self) -> Snapshot:
         snap = self.provider.snapshot
@@ -46,35 +45,35 @@ class StatsHandlers:
         self._rendered[kind] = (snap, body)
         return body
 
-    async def summary(self, request: web.Request) -> web.Response:
-        values = request.query.getall("only_cpu_and_memory", [])
-        if request.method == "POST":
-            values = [*values, *(str(v) for v in (await request.post()).getall("only_cpu_and_memory", []))]  # ParseForm reads both
+    async def summary(self, request: Request) -> Response:
+        values = request.form().getall("only_cpu_and_memory")  # ParseForm reads the query and a POST body
         only = len(values) == 1 and values[0] == "true"
         try:
             body = await self._render("summary-cpu-memory" if only else "summary",
                                       lambda s: summary.encode(summary.summary(s, only_cpu_and_memory=only)))
         except Exception as e:
             log.exception("stats summary failed")
-            return web.Response(status=500, text=f"Internal Error: {e}", content_type="text/plain")
-        return web.Response(body=body, content_type="application/json")
+            return Response.text(f"Internal Error: {e}", 500)
+        return Response(200, body, "application/json")
 
-    async def not_found(self, _request: web.Request) -> web.Response:
-        return web.Response(status=404, text="404: Page Not Found", content_type="text/plain")
+    async def not_found(self, _request: Request) -> Response:
+        return Response.text("404: Page Not Found", 404)
 
-    async def _metrics(self, request: web.Request, kind: str, render: Callable[[Snapshot], str]) -> web.Response:
+    async def _metrics(self, request: Request, kind: str, render: Callable[[Snapshot], str]) -> Response:
+        gz = accepts_gzip(request)
         try:
-            body = await self._render(kind, lambda s: render(s).encode())
+            # The compressed rendering is kept with the plain one: scrapers ask for gzip every time.
+            if gz:
+                body = await self._render(kind + "+gzip", lambda s: gzip_body(render(s).encode()))
+            else:
+                body = await self._render(kind, lambda s: render(s).encode())
         except Exception as e:
             log.exception("metrics rendering failed")
-            return web.Response(status=500, text=f"Internal Error: {e}", content_type="text/plain")
-        resp = web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
-        if "gzip" in request.headers.get("Accept-Encoding", ""):
-            resp.enable_compression(ContentCoding.gzip)
-        return resp
+            return Response.text(f"Internal Error: {e}", 500)
+        return Response(200, body, CONTENT_TYPE, {"Content-Encoding": "gzip"} if gz else {})
 
-    async def resource(self, request: web.Request) -> web.Response:
+    async def resource(self, request: Request) -> Response:
         return await self._metrics(request, "resource", resource_metrics.text)
 
-    async def cadvisor(self, request: web.Request) -> web.Response:
+    async def cadvisor(self, request: Request) -> Response:
         return await self._metrics(request, "cadvisor", cadvisor_metrics.text)

@@ -15,9 +15,8 @@ import hashlib
 import logging
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
@@ -28,6 +27,9 @@ from minikubelet.base.podview import Pod
 from minikubelet.metrics import Metrics
 from minikubelet.sources.file import _cut, _summary, release_memory
 from minikubelet.sources.static_pod import CONFIG_SEEN_ANNOTATION, HTTP_SOURCE, ManifestError, StaticPod
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger("minikubelet.static_pods")
 
@@ -182,6 +184,8 @@ class URLPodSource:
         self._problem = problem
 
     async def _fetch(self) -> bytes:
+        import aiohttp  # only an agent with a manifest URL needs the HTTP client
+
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout)
         connector = aiohttp.TCPConnector(ssl=self._tls)
         try:

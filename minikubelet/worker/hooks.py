@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
-
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.base.goformat import go_list, go_quote
@@ -56,6 +54,8 @@ async def run_hook(
         scheme = str(hg.get("scheme") or "HTTP").lower()
         url = f"{scheme}://{join_host_port(host, port)}{path if path.startswith('/') else '/' + path}"
         headers = {str(h.get("name")): str(h.get("value")) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)}
+        import aiohttp  # only a pod with an httpGet hook needs the HTTP client
+
         try:
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=HTTP_HOOK_TIMEOUT)
             async with aiohttp.ClientSession(timeout=timeout) as s, s.get(url, headers=headers, ssl=False) as r:

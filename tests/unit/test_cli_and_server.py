@@ -1,14 +1,15 @@
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from minikubelet.cli import main
 from minikubelet.server.app import KubeletServer
+from minikubelet.server.routes import Routes
+from tests.unit.server.plain_client import plain_client
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -35,20 +36,16 @@ def test_help_lists_kubelet_flags() -> None:
         assert flag in r.stdout
 
 
-async def _client(checks: list[tuple[str, str | None]]) -> TestClient[web.Request, web.Application]:
+def _server(checks: list[tuple[str, str | None]]) -> Routes:
     async def health() -> list[tuple[str, str | None]]:
         return checks
 
-    server = KubeletServer(lambda: [{"metadata": {"name": "p"}}], health, CollectorRegistry(),
-                           lambda uid: [], None)
-    client = TestClient(TestServer(server.app()))
-    await client.start_server()
-    return client
+    return KubeletServer(lambda: [{"metadata": {"name": "p"}}], health, CollectorRegistry(),
+                         lambda uid: [], None).routes()
 
 
 async def test_healthz_ok_and_failing() -> None:
-    client = await _client([("ping", None), ("syncloop", None), ("runtime", None)])
-    try:
+    async with plain_client(_server([("ping", None), ("syncloop", None), ("runtime", None)])) as client:
         r = await client.get("/healthz")
         assert r.status == 200 and await r.text() == "ok"
         r = await client.get("/pods")
@@ -56,16 +53,12 @@ async def test_healthz_ok_and_failing() -> None:
         assert body["kind"] == "PodList" and body["items"][0]["metadata"]["name"] == "p"
         r = await client.get("/metrics/probes")
         assert r.status == 404
-    finally:
-        await client.close()
-    client = await _client([("ping", None), ("syncloop", "sync loop has not run for 12.0s"), ("runtime", None)])
-    try:
+    failing = [("ping", None), ("syncloop", "sync loop has not run for 12.0s"), ("runtime", None)]
+    async with plain_client(_server(failing)) as client:
         r = await client.get("/healthz")
         text = await r.text()
         assert r.status == 500
         assert "[-]syncloop failed: sync loop has not run for 12.0s" in text and "[+]runtime ok" in text
-    finally:
-        await client.close()
 
 
 def test_a_standalone_run_loads_no_optional_heavy_library() -> None:
@@ -82,3 +75,20 @@ def test_a_standalone_run_loads_no_optional_heavy_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines()[-1] == "[]"
+
+
+def test_the_standalone_agent_loads_no_aiohttp() -> None:
+    """aiohttp (+aiohttp.web, yarl, multidict) and aiodocker cost ~15 MiB resident. The Docker Engine client and the
+    plain-HTTP ports run on h11; httpGet probes and hooks, the manifest URL source, the join and the 10250 API load
+    aiohttp when used. The agent, the CLI's `run` path and the Docker runtime load none of it."""
+    code = (
+        "import json, sys\n"
+        "from minikubelet.cli import main\n"
+        "from minikubelet.agent import Agent\n"
+        "from cri.docker import DockerRuntime\n"
+        "main(['version'])\n"
+        "heavy = ('aiohttp', 'aiodocker', 'yarl', 'multidict')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == []

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 CLIENTS = 60
@@ -20,9 +21,10 @@ async def _answers(port: int) -> bool:
         return False
 
 
-async def test_accept_out_of_descriptors_logs_one_line_and_service_resumes() -> None:
+@pytest.mark.parametrize("listener", ["bounded", "h11"])
+async def test_accept_out_of_descriptors_logs_one_line_and_service_resumes(listener: str) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.unit.server.emfile_server", cwd=REPO,
+        sys.executable, "-m", "tests.unit.server.emfile_server", listener, cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         assert proc.stdout is not None

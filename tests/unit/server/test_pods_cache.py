@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry
 
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.pods_cache import RenderedPods
+from tests.unit.server.plain_client import plain_client
 
 
 class Pods:
@@ -67,9 +67,7 @@ async def test_pods_endpoint_serves_the_cached_body_with_an_etag() -> None:
 
     server = KubeletServer(pods.list, health, CollectorRegistry(), lambda uid: [], None,
                            pods_version=lambda: pods.version)
-    client = TestClient(TestServer(server.app()))
-    await client.start_server()
-    try:
+    async with plain_client(server.routes()) as client:
         r = await client.get("/pods")
         assert r.status == 200 and r.content_type == "application/json"
         assert (await r.json())["items"] == pods.items
@@ -80,5 +78,3 @@ async def test_pods_endpoint_serves_the_cached_body_with_an_etag() -> None:
         r = await client.get("/pods", headers={"If-None-Match": etag})
         assert r.status == 200 and (await r.json())["items"][0]["status"]["phase"] == "Succeeded"
         assert pods.calls == 2
-    finally:
-        await client.close()

@@ -1,4 +1,5 @@
-"""The bounded listener on loopback: deadlines, size limits, the connection cap, compact error logs."""
+"""The bounded listeners on loopback, the h11 one (read-only and healthz ports) and the aiohttp one (10250):
+deadlines, size limits, the connection cap, compact error logs; each test runs against both."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from aiohttp import web
 
 from minikubelet.logs import KeyValueFormatter
 from minikubelet.server.limits import ServingLimits
+from minikubelet.server.listener import PlainSite
+from minikubelet.server.routes import Request, Response, Routes
 from minikubelet.server.serving import BoundedSite, bounded_app, serve
 
 # Deadlines short enough for a unit test; the one a test is about is set there, the others stay long
@@ -23,7 +26,7 @@ FAST = ServingLimits(header_timeout=30.0, idle_timeout=30.0, write_timeout=30.0,
 
 @dataclass
 class Served:
-    site: BoundedSite
+    site: BoundedSite | PlainSite
     url: str
 
     async def open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -33,11 +36,37 @@ class Served:
 Serve = Callable[[ServingLimits], Awaitable[Served]]
 
 
-@pytest.fixture
-async def served() -> AsyncIterator[Serve]:
+async def _hello(_request: Request) -> Response:
+    return Response.text("hello")
+
+
+async def _echo(request: Request) -> Response:
+    return Response(200, request.body, "application/octet-stream")
+
+
+async def _big(_request: Request) -> Response:
+    return Response(200, b"x" * (32 << 20), "application/octet-stream")
+
+
+def _routes() -> Routes:
+    routes = Routes()
+    routes.get("/", _hello)
+    routes.add(("POST",), "/echo", _echo)
+    routes.get("/big", _big)
+    return routes
+
+
+@pytest.fixture(params=["h11", "aiohttp"])
+async def served(request: pytest.FixtureRequest) -> AsyncIterator[Serve]:
     runners: list[web.AppRunner] = []
+    sites: list[PlainSite] = []
 
     async def start(limits: ServingLimits) -> Served:
+        if request.param == "h11":
+            plain = PlainSite(_routes(), "127.0.0.1", 0, limits)
+            await plain.start()
+            sites.append(plain)
+            return Served(plain, f"http://127.0.0.1:{plain.port}")
         app = bounded_app(limits)
 
         async def hello(_request: web.Request) -> web.Response:
@@ -59,6 +88,8 @@ async def served() -> AsyncIterator[Serve]:
     yield start
     for r in runners:
         await r.cleanup()
+    for p in sites:
+        await p.stop()
 
 
 async def _until_closed(reader: asyncio.StreamReader, limit: float) -> tuple[float, bytes]:
@@ -217,7 +248,7 @@ async def test_a_malformed_request_logs_exactly_one_line(served: Serve, caplog: 
     assert s.site.log.counts["bad-request"] == 3
 
 
-async def test_a_failing_handler_still_logs_its_traceback(served: Serve, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_handler_still_logs_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
     limits = ServingLimits()
     app = bounded_app(limits)
 
@@ -233,3 +264,25 @@ async def test_a_failing_handler_still_logs_its_traceback(served: Serve, caplog:
         await runner.cleanup()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info is not None
+
+
+async def test_a_failing_neutral_handler_logs_its_traceback_and_the_connection_serves_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    async def broken(_request: Request) -> Response:
+        raise RuntimeError("bug")
+
+    routes = _routes()
+    routes.get("/broken", broken)
+    site = PlainSite(routes, "127.0.0.1", 0, ServingLimits())
+    await site.start()
+    try:
+        async with aiohttp.ClientSession() as c:
+            async with c.get(f"http://127.0.0.1:{site.port}/broken") as r:
+                assert r.status == 500
+            async with c.get(f"http://127.0.0.1:{site.port}/") as r:
+                assert r.status == 200 and await r.text() == "hello"
+    finally:
+        await site.stop()
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is not None
+    assert "RuntimeError: bug" in logging.Formatter().formatException(errors[0].exc_info)

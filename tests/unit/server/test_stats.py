@@ -1,4 +1,4 @@
-"""The stats routes on the real aiohttp app: /stats/summary (GET, POST, only_cpu_and_memory), /stats/* paths 1.36
+"""The stats routes on the real h11 listener: /stats/summary (GET, POST, only_cpu_and_memory), /stats/* paths 1.36
 does not serve, /metrics/resource and /metrics/cadvisor (content type and gzip as recorded), cached renderings."""
 
 from __future__ import annotations
@@ -7,14 +7,13 @@ import gzip
 import json
 from pathlib import Path
 
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
-
 from cri.fake import FakeRuntime
 from minikubelet.base.clock import FakeClock
+from minikubelet.server.routes import Routes
 from minikubelet.server.stats import StatsHandlers
 from minikubelet.stats.interfaces import InterfaceSample
 from minikubelet.stats.provider import StatsProvider
+from tests.unit.server.plain_client import plain_client
 from tests.unit.stats.factories import snapshot
 
 
@@ -27,16 +26,14 @@ def provider(tmp_path: Path) -> StatsProvider:
                          interfaces=no_interfaces)
 
 
-def app(handlers: StatsHandlers) -> web.Application:
-    a = web.Application()
-    handlers.add_routes(a)
-    return a
+def app(handlers: StatsHandlers) -> Routes:
+    return handlers.routes()
 
 
 async def test_summary_get_post_and_only_cpu_and_memory(tmp_path: Path) -> None:
     p = provider(tmp_path)
     p.snapshot = snapshot()
-    async with TestClient(TestServer(app(StatsHandlers(p)))) as client:
+    async with plain_client(app(StatsHandlers(p))) as client:
         r = await client.get("/stats/summary")
         assert r.status == 200 and r.headers["Content-Type"] == "application/json"
         full = json.loads(await r.read())
@@ -54,7 +51,7 @@ async def test_summary_get_post_and_only_cpu_and_memory(tmp_path: Path) -> None:
 async def test_paths_136_does_not_serve(tmp_path: Path) -> None:
     p = provider(tmp_path)
     p.snapshot = snapshot()
-    async with TestClient(TestServer(app(StatsHandlers(p)))) as client:
+    async with plain_client(app(StatsHandlers(p))) as client:
         for path in ("/stats/container", "/stats/default/web/uid/c", "/stats/"):
             r = await client.get(path)
             assert (r.status, await r.text()) == (404, "404: Page Not Found"), path
@@ -63,7 +60,7 @@ async def test_paths_136_does_not_serve(tmp_path: Path) -> None:
 async def test_metrics_content_type_and_gzip(tmp_path: Path) -> None:
     p = provider(tmp_path)
     p.snapshot = snapshot()
-    async with TestClient(TestServer(app(StatsHandlers(p)))) as client:
+    async with plain_client(app(StatsHandlers(p))) as client:
         for path in ("/metrics/resource", "/metrics/cadvisor"):
             r = await client.get(path, headers={"Accept-Encoding": "gzip"}, auto_decompress=False)
             assert r.status == 200
@@ -79,19 +76,19 @@ async def test_a_rendering_lasts_until_the_next_snapshot(tmp_path: Path) -> None
     p = provider(tmp_path)
     p.snapshot = snapshot()
     handlers = StatsHandlers(p)
-    async with TestClient(TestServer(app(handlers))) as client:
-        await client.get("/metrics/resource")
-        first = handlers._rendered["resource"][1]
-        await client.get("/metrics/resource")
-        assert handlers._rendered["resource"][1] is first
+    async with plain_client(app(handlers)) as client:
+        await client.get("/metrics/resource", headers={"Accept-Encoding": "gzip"})
+        first = handlers._rendered["resource+gzip"][1]
+        await client.get("/metrics/resource", headers={"Accept-Encoding": "gzip"})
+        assert handlers._rendered["resource+gzip"][1] is first
         p.snapshot = snapshot(rate=None)
-        await client.get("/metrics/resource")
-        assert handlers._rendered["resource"][1] is not first
+        await client.get("/metrics/resource", headers={"Accept-Encoding": "gzip"})
+        assert handlers._rendered["resource+gzip"][1] is not first
 
 
 async def test_first_scrape_before_housekeeping_takes_a_sample(tmp_path: Path) -> None:
     p = provider(tmp_path)
-    async with TestClient(TestServer(app(StatsHandlers(p)))) as client:
+    async with plain_client(app(StatsHandlers(p))) as client:
         body = json.loads(await (await client.get("/stats/summary")).read())
     assert p.passes == 1
     assert body["node"]["nodeName"] == "node-a" and body["pods"] == []
