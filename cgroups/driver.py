@@ -107,12 +107,21 @@ def write_file(path: Path, value: str) -> None:
 
 
 def read_text(path: Path) -> str:
-    return path.read_text()
+    """A cgroup interface file's text: plain os.open/os.read, no buffered text layer (a stats pass reads ~7 files
+    per cgroup, and Path.read_text's io stack cost 2-4x the read itself)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
 
 
 def read_int(path: Path, default: int = 0) -> int:
     try:
-        text = path.read_text().strip()
+        text = read_text(path).strip()
     except FileNotFoundError:
         return default
     return default if text in ("", "max") else int(text)
@@ -121,7 +130,7 @@ def read_int(path: Path, default: int = 0) -> int:
 def read_flat_keyed(path: Path) -> dict[str, int]:
     """A "key value" per line file such as memory.stat or cpu.stat."""
     try:
-        lines = path.read_text().splitlines()
+        lines = read_text(path).splitlines()
     except FileNotFoundError:
         return {}
     result: dict[str, int] = {}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cgroups.driver import read_flat_keyed
+from cgroups.driver import read_flat_keyed, read_text
 
 # memory.limit_in_bytes reads this (page-rounded LONG_MAX) when no limit is set.
 V1_UNLIMITED = 0x7FFFFFFFFFFFF000
@@ -55,7 +55,7 @@ class CgroupSample:
 def _read_int(path: Path) -> int | None:
     """The integer in a one-value file; None when absent, empty or "max"."""
     try:
-        text = path.read_text().strip()
+        text = read_text(path).strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
     if text in ("", "max"):
@@ -81,7 +81,7 @@ def parse_psi(text: str) -> PSI | None:
 
 def _read_psi(path: Path) -> PSI | None:
     try:
-        return parse_psi(path.read_text())
+        return parse_psi(read_text(path))
     except (FileNotFoundError, NotADirectoryError, OSError):
         return None
 
