@@ -67,6 +67,12 @@ class DockerClient:
         with translate_errors():
             return await self._docker._query_json(path, "GET", params=dict(params or {}))
 
+    async def get_bytes(self, path: str, params: Params | None = None) -> bytes:
+        """The undecoded body, for a caller that can tell from the bytes whether it needs decoding at all."""
+        with translate_errors():
+            async with self._docker._query(path, "GET", params=dict(params or {})) as response:
+                return await response.read()
+
     async def post(
         self,
         path: str,
