@@ -106,7 +106,7 @@ def write_file(path: Path, value: str) -> None:
         raise CgroupError(e.errno, f"writing {value!r} to {path}: {e.strerror}") from e
 
 
-def read_text(path: Path) -> str:
+def read_text(path: str | Path) -> str:
     """A cgroup interface file's text: plain os.open/os.read, no buffered text layer (a stats pass reads ~7 files
     per cgroup, and Path.read_text's io stack cost 2-4x the read itself)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -119,7 +119,7 @@ def read_text(path: Path) -> str:
     return b"".join(chunks).decode()
 
 
-def read_int(path: Path, default: int = 0) -> int:
+def read_int(path: str | Path, default: int = 0) -> int:
     try:
         text = read_text(path).strip()
     except FileNotFoundError:
@@ -127,14 +127,20 @@ def read_int(path: Path, default: int = 0) -> int:
     return default if text in ("", "max") else int(text)
 
 
-def read_flat_keyed(path: Path) -> dict[str, int]:
+def read_flat_keyed(path: str | Path) -> dict[str, int]:
     """A "key value" per line file such as memory.stat or cpu.stat."""
     try:
-        lines = read_text(path).splitlines()
+        text = read_text(path)
     except FileNotFoundError:
         return {}
+    words = text.split()
+    if len(words) == 2 * text.count("\n"):
+        try:  # the common case, "key value\n" lines with integer values: one split, no per-line parsing
+            return {key: int(value) for key, value in zip(words[::2], words[1::2], strict=True)}
+        except ValueError:
+            pass
     result: dict[str, int] = {}
-    for line in lines:
+    for line in text.splitlines():
         key, _, value = line.partition(" ")
         if value.strip().lstrip("-").isdigit():
             result[key] = int(value)

@@ -29,3 +29,10 @@ def test_missing_files_keep_their_errors_and_defaults(tmp_path: Path) -> None:
 def test_flat_keyed_skips_non_numeric_values(tmp_path: Path) -> None:
     (tmp_path / "cpu.stat").write_text("usage_usec 12\nthrottled -3\nname abc\n\n")
     assert read_flat_keyed(tmp_path / "cpu.stat") == {"usage_usec": 12, "throttled": -3}
+
+
+def test_flat_keyed_lines_of_other_shapes_are_parsed_line_by_line(tmp_path: Path) -> None:
+    (tmp_path / "odd.stat").write_text("a 1 2 3\nb 4\n")  # even word count, but not "key value" lines
+    assert read_flat_keyed(tmp_path / "odd.stat") == {"b": 4}
+    (tmp_path / "unterminated.stat").write_text("a 1\nb 2")
+    assert read_flat_keyed(tmp_path / "unterminated.stat") == {"a": 1, "b": 2}
