@@ -106,26 +106,41 @@ def write_file(path: Path, value: str) -> None:
         raise CgroupError(e.errno, f"writing {value!r} to {path}: {e.strerror}") from e
 
 
-def read_text(path: Path) -> str:
-    return path.read_text()
-
-
-def read_int(path: Path, default: int = 0) -> int:
+def read_text(path: str | Path) -> str:
+    """A cgroup interface file's text: plain os.open/os.read, no buffered text layer (a stats pass reads ~7 files
+    per cgroup, and Path.read_text's io stack cost 2-4x the read itself)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        text = path.read_text().strip()
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode()
+
+
+def read_int(path: str | Path, default: int = 0) -> int:
+    try:
+        text = read_text(path).strip()
     except FileNotFoundError:
         return default
     return default if text in ("", "max") else int(text)
 
 
-def read_flat_keyed(path: Path) -> dict[str, int]:
+def read_flat_keyed(path: str | Path) -> dict[str, int]:
     """A "key value" per line file such as memory.stat or cpu.stat."""
     try:
-        lines = path.read_text().splitlines()
+        text = read_text(path)
     except FileNotFoundError:
         return {}
+    words = text.split()
+    if len(words) == 2 * text.count("\n"):
+        try:  # the common case, "key value\n" lines with integer values: one split, no per-line parsing
+            return {key: int(value) for key, value in zip(words[::2], words[1::2], strict=True)}
+        except ValueError:
+            pass
     result: dict[str, int] = {}
-    for line in lines:
+    for line in text.splitlines():
         key, _, value = line.partition(" ")
         if value.strip().lstrip("-").isdigit():
             result[key] = int(value)

@@ -181,7 +181,8 @@ class DockerClient:
             all_headers["Content-Length"] = str(len(body))
         return h11.Request(method=method, target=target, headers=list(all_headers.items()))
 
-    async def _exchange(self, method: str, target: str, body: bytes, headers: Mapping[str, str]) -> Any:
+    async def _exchange_raw(self, method: str, target: str, body: bytes, headers: Mapping[str, str]) -> tuple[str, bytes]:
+        """(content type, body) of a successful answer; an error answer raises."""
         async with self.pool.request_slot() as conn:
             await conn.send(self._request(method, target, body, headers), h11.Data(data=body), h11.EndOfMessage())
             response = await conn.next_event()
@@ -191,7 +192,10 @@ class DockerClient:
         content_type = _header(response, b"content-type")
         if response.status_code >= 400:
             raise _error(response.status_code, content_type, data)
-        return _decode(content_type, data)
+        return content_type, data
+
+    async def _exchange(self, method: str, target: str, body: bytes, headers: Mapping[str, str]) -> Any:
+        return _decode(*await self._exchange_raw(method, target, body, headers))
 
     async def request(
         self, method: str, path: str, body: Any = None, params: Params | None = None,
@@ -203,6 +207,12 @@ class DockerClient:
 
     async def get(self, path: str, params: Params | None = None) -> Any:
         return await self.request("GET", path, params=params)
+
+    async def get_bytes(self, path: str, params: Params | None = None) -> bytes:
+        """The undecoded body, for a caller that can tell from the bytes whether it needs decoding at all."""
+        with translate_errors():
+            _, data = await self._exchange_raw("GET", await self._target(path, params), b"", {})
+            return data
 
     async def post(
         self,

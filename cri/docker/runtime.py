@@ -17,6 +17,7 @@ from cri.docker.events import container_events
 from cri.docker.exec import exec_sync
 from cri.docker.exec_stream import DockerExecSession, exec_stream
 from cri.docker.images import DockerImages
+from cri.docker.listing import SummaryListing
 from cri.docker.log_link import link_log, unlink_log
 from cri.docker.naming import (
     CONTAINER_TYPE_CONTAINER,
@@ -39,7 +40,6 @@ from cri.errors import (
 )
 from cri.streaming import PortForwardError
 from cri.types import (
-    LABEL_POD_UID,
     AuthConfig,
     ContainerConfig,
     ContainerEvent,
@@ -86,6 +86,7 @@ class DockerRuntime:
         self.pod_network = "default"  # the Docker network of new sandboxes; ours once update_pod_cidrs ran
         self._client_: DockerClient | None = None
         self._data_root = ""  # Docker's data root, known once runtime_config ran
+        self._listing = SummaryListing()
 
     # -- connection -------------------------------------------------------------------------
 
@@ -343,18 +344,9 @@ class DockerRuntime:
         return convert.container_status(inspect, await self._image_inspect(str(inspect.get("Image", ""))))
 
     async def list_summaries(self) -> list[ObjectSummary]:
-        summaries = await self._client.get("containers/json", {"all": True, "filters": label_filters({}, (LABEL_CONTAINER_TYPE,))})
-        out = []
-        for summary in summaries:
-            labels = {str(k): str(v) for k, v in (summary.get("Labels") or {}).items()}
-            out.append(ObjectSummary(
-                id=str(summary["Id"]),
-                pod_uid=labels.get(LABEL_POD_UID, ""),
-                state=str(summary.get("State", "")),
-                is_sandbox=labels.get(LABEL_CONTAINER_TYPE) == CONTAINER_TYPE_SANDBOX,
-                labels=labels,
-            ))
-        return out
+        body = await self._client.get_bytes(
+            "containers/json", {"all": True, "filters": label_filters({}, (LABEL_CONTAINER_TYPE,))})
+        return self._listing.summaries(body)
 
     async def list_containers(self, labels: Mapping[str, str] | None = None) -> list[ContainerStatus]:
         inspects = await self._inspect_many(await self._list_ids(CONTAINER_TYPE_CONTAINER, labels))

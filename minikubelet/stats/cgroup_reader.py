@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cgroups.driver import read_flat_keyed
+from cgroups.driver import read_flat_keyed, read_text
 
 # memory.limit_in_bytes reads this (page-rounded LONG_MAX) when no limit is set.
 V1_UNLIMITED = 0x7FFFFFFFFFFFF000
@@ -52,10 +52,10 @@ class CgroupSample:
     io_psi: PSI | None = None
 
 
-def _read_int(path: Path) -> int | None:
+def _read_int(path: str | Path) -> int | None:
     """The integer in a one-value file; None when absent, empty or "max"."""
     try:
-        text = path.read_text().strip()
+        text = read_text(path).strip()
     except (FileNotFoundError, NotADirectoryError):
         return None
     if text in ("", "max"):
@@ -81,28 +81,28 @@ def parse_psi(text: str) -> PSI | None:
 
 def _read_psi(path: Path) -> PSI | None:
     try:
-        return parse_psi(path.read_text())
+        return parse_psi(read_text(path))
     except (FileNotFoundError, NotADirectoryError, OSError):
         return None
 
 
-def read_v1(dirs: Mapping[str, Path]) -> CgroupSample | None:
+def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
     """A cgroup on v1: `dirs` maps a controller (cpuacct, memory, pids) to the cgroup's directory in it.
 
     None when the cgroup is gone (its cpuacct directory does not exist).
     """
     cpuacct = dirs["cpuacct"]
-    usage = _read_int(cpuacct / "cpuacct.usage")
+    usage = _read_int(f"{cpuacct}/cpuacct.usage")
     if usage is None:
         return None
-    ticks = read_flat_keyed(cpuacct / "cpuacct.stat")
+    ticks = read_flat_keyed(f"{cpuacct}/cpuacct.stat")
     memory = dirs["memory"]
-    stat = read_flat_keyed(memory / "memory.stat")
-    mem_usage = _read_int(memory / "memory.usage_in_bytes") or 0
-    limit = _read_int(memory / "memory.limit_in_bytes")
-    memsw = _read_int(memory / "memory.memsw.usage_in_bytes")
+    stat = read_flat_keyed(f"{memory}/memory.stat")
+    mem_usage = _read_int(f"{memory}/memory.usage_in_bytes") or 0
+    limit = _read_int(f"{memory}/memory.limit_in_bytes")
+    memsw = _read_int(f"{memory}/memory.memsw.usage_in_bytes")
     pids_dir = dirs.get("pids")
-    pids = _read_int(pids_dir / "pids.current") if pids_dir is not None else None
+    pids = _read_int(f"{pids_dir}/pids.current") if pids_dir is not None else None
     return CgroupSample(
         cpu_usage_ns=usage,
         cpu_user_ns=ticks.get("user", 0) * (1_000_000_000 // USER_HZ),

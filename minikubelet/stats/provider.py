@@ -58,6 +58,7 @@ class CgroupFiles:
         self.v1 = v1
         self.v2 = v2
         self.proc = proc
+        self._v1_roots = {c: str(mount) for c, mount in v1.items()} if v1 is not None else {}
 
     @classmethod
     def of(cls, manager: CgroupManager, proc: Path = Path("/proc")) -> CgroupFiles:
@@ -80,7 +81,8 @@ class CgroupFiles:
     def sample(self, literal: str) -> CgroupSample | None:
         parts = self._parts(literal)
         if self.v1 is not None:
-            return read_v1({c: mount.joinpath(*parts) for c, mount in self.v1.items()})
+            tail = "".join(f"/{p}" for p in parts)
+            return read_v1({c: f"{root}{tail}" for c, root in self._v1_roots.items()})
         assert self.v2 is not None
         if not parts:
             return read_v2(self.v2, root=True, meminfo=self.meminfo())

@@ -144,6 +144,14 @@ async def test_json_requests_and_error_mapping(engine: tuple[Engine, DockerClien
         await client.post("broken", kind=ImagePullError)
 
 
+async def test_get_bytes_gives_the_undecoded_body_and_maps_errors(engine: tuple[Engine, DockerClient]) -> None:
+    _, client = engine
+    raw = await client.get_bytes("echo", params={"all": True})
+    assert isinstance(raw, bytes) and json.loads(raw)["target"] == "/v1.41/echo?all=1"
+    with pytest.raises(NotFoundError, match="No such container: missing"):
+        await client.get_bytes("containers/missing/json")
+
+
 async def test_unreachable_engine_is_runtime_unavailable(tmp_path: Path) -> None:
     client = DockerClient(f"unix://{tmp_path}/absent.sock")
     with pytest.raises(RuntimeUnavailableError, match="Cannot connect to Docker Engine"):
