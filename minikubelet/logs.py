@@ -66,5 +66,5 @@ def setup_logging(verbosity: int) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
     if verbosity < 6:
-        for noisy in ("aiohttp.access", "asyncio", "watchfiles"):
+        for noisy in ("aiohttp.access", "asyncio"):
             logging.getLogger(noisy).setLevel(logging.WARNING)

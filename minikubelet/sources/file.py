@@ -18,7 +18,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import watchfiles
+from asyncinotify import Inotify, Mask
 
 from minikubelet.base.bounded_reader import (
     FileVersion,
@@ -37,6 +37,13 @@ from minikubelet.sources.static_pod import ManifestError, should_read
 log = logging.getLogger("minikubelet.static_pods")
 
 SOURCE = "file"
+# What changes the directory's set of manifests; the watch itself going away ends the watch (re-created once the
+# directory exists again).
+WATCH_MASK = (Mask.CREATE | Mask.DELETE | Mask.MODIFY | Mask.CLOSE_WRITE | Mask.MOVED_TO | Mask.MOVED_FROM
+              | Mask.ATTRIB | Mask.DELETE_SELF | Mask.MOVE_SELF | Mask.ONLYDIR)
+WATCH_GONE = Mask.DELETE_SELF | Mask.MOVE_SELF | Mask.IGNORED | Mask.UNMOUNT
+# A burst of changes (a tool writing many manifests, one file written in pieces) becomes one re-list.
+WATCH_SETTLE = 0.01
 MAX_LOGGED_ERRORS = 10
 MAX_LOGGED_CHARS = 240  # per error; a log line stays one line of a few KiB at most
 
@@ -215,15 +222,29 @@ class StaticPodSource:
 
     async def _watch(self) -> None:
         while True:
-            if not os.path.exists(self.path):
+            if not os.path.isdir(self.path):
                 await self._clock.sleep(self.check_frequency)
                 continue
             try:
-                async for _changes in watchfiles.awatch(self.path, debounce=50, step=25, recursive=False):
-                    await self.sync()
-            except (OSError, RuntimeError) as e:
+                await self._watch_directory()
+            except (OSError, ValueError) as e:
                 log.warning("watching static pod path failed", extra={"kv": {"path": self.path, "err": str(e)}})
                 await self._clock.sleep(1.0)
+
+    async def _watch_directory(self) -> None:
+        """inotify on the event loop (no thread, no polling); returns when the directory itself goes away."""
+        with Inotify(sync_timeout=0) as inotify:
+            inotify.add_watch(self.path, WATCH_MASK)
+            # Changes between the last re-list and the watch being in place.
+            await self.sync()
+            while True:
+                gone = bool((await inotify.get()).mask & WATCH_GONE)
+                await asyncio.sleep(WATCH_SETTLE)
+                while (more := inotify.sync_get()) is not None:
+                    gone = gone or bool(more.mask & WATCH_GONE)
+                await self.sync()
+                if gone:
+                    return
 
 
 def _read_and_digest(fpath: str) -> tuple[bytes, FileVersion, str]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -198,3 +201,35 @@ async def test_single_file_path(tmp_path: Path) -> None:
     f.write_text(manifest("only"))
     h = Harness(f)
     assert await h.names() == ["only-n1"]
+
+
+async def _until(condition: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout  # real seconds: the kernel's inotify is the point
+    while not condition():
+        assert time.monotonic() < deadline, "the watch did not publish in time"
+        await asyncio.sleep(0.01)
+
+
+async def test_the_inotify_watch_publishes_changes_without_the_periodic_relist(h: Harness) -> None:
+    """The FakeClock never advances, so only the watch (inotify on the loop) can publish these changes; a burst of
+    writes is coalesced into few re-lists; the directory removed and made again is watched again."""
+    watcher = asyncio.create_task(h.source._watch())
+    try:
+        await _until(lambda: bool(h.published))  # the sync once the watch is in place
+        for i in range(20):
+            h.put(f"p{i}.yaml", manifest(f"p{i}"))
+        await _until(lambda: len(h.published[-1]) == 20)
+        assert len(h.published) <= 6
+        os.remove(h.dir / "p0.yaml")
+        await _until(lambda: len(h.published[-1]) == 19)
+        shutil.rmtree(h.dir)
+        await _until(lambda: h.published[-1] == [])
+        await _until(lambda: h.clock.sleepers == 1)  # the watch waits for the directory on the clock
+        h.dir.mkdir()
+        h.put("back.yaml", manifest("back"))
+        h.clock.advance(h.source.check_frequency)
+        await _until(lambda: [p["metadata"]["name"] for p in h.published[-1]] == ["back-n1"])
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
