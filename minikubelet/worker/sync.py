@@ -96,10 +96,12 @@ class PodSyncer:
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
-        if reported is None:
-            # upstream SyncPod sets the status before it touches the runtime: the first status, and the
-            # startTime in it, come before the sandbox and the containers
-            await self.publish(view, state, st, terminal=False)
+        # upstream SyncPod sets the status from what it observed before it touches the runtime: the first
+        # status (and its startTime) comes before the sandbox, and an exit shows before anything is stopped
+        status = await self.publish(view, state, st, terminal=False)
+        if status.get("phase") in ("Succeeded", "Failed"):
+            # upstream: a terminal pod is set up no further; its termination stops what is left
+            return KillPodOptions()
         if not view.host_network and (errors := self.network_errors() if self.network_errors else ()):
             # upstream SyncPod: only host-network pods start while the runtime network is not ready
             self._recorder.pod_event(pod, "Warning", ev.NETWORK_NOT_READY, f"{NETWORK_NOT_READY_MESSAGE}: {errors[0]}")
@@ -109,7 +111,7 @@ class PodSyncer:
         if not actions.idle:
             await self._execute(view, actions, state, st)
             state = await self.observe(uid)
-        status = await self.publish(view, state, st, terminal=False)
+            status = await self.publish(view, state, st, terminal=False)
         self._after_sync(view, state, st)
         if status.get("phase") in ("Succeeded", "Failed"):
             return KillPodOptions()
