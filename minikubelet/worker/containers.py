@@ -93,15 +93,15 @@ class Containers:
         return await self.objects.snapshot(view)
 
     def _fail_start(self, view: PodView, c: ContainerView, st: PodSyncState, reason: str, message: str,
-                    event_message: str | None = None) -> bool:
+                    event_message: str | None = None) -> str:
         st.reasons[c.name] = (reason, message)
         self._recorder.pod_event(view.raw, "Warning", ev.FAILED, event_message or f"Error: {reason}", c.name)
         self._metrics.started_containers_errors.labels(c.kind, reason).inc()
-        return False
+        return ""
 
     async def start(self, view: PodView, c: ContainerView, state: PodRuntimeState, st: PodSyncState,
-                    reported: dict[str, Any] | None) -> bool:
-        """Start one container in the pod's sandbox; False when it did not start (the reason is in `st`)."""
+                    reported: dict[str, Any] | None) -> str:
+        """Start one container in the pod's sandbox: its id, or "" when it did not start (the reason is in `st`)."""
         name = c.name
         uid = view.uid
         pod = view.raw
@@ -120,7 +120,7 @@ class Containers:
                     f"Back-off restarting failed container {name} in pod {view.format_pod}", name,
                 )
                 st.wake_no_later_than(self._clock.monotonic() + self._backoff.remaining(key, latest.finished_at) + 0.05)
-                return False
+                return ""
             self._backoff.next(key, latest.finished_at)
 
         image = await self._images.ensure_image(view, c, st)
@@ -128,7 +128,7 @@ class Containers:
             if image.failure is not None:
                 reason, message = image.failure
                 return self._fail_start(view, c, st, reason, message, f"Error: {reason}")
-            return False
+            return ""
 
         restart_count = restart_count_of(latest) + 1 if latest is not None else 0
         if latest is None and reported is not None:
@@ -203,9 +203,9 @@ class Containers:
                 status = await self._runtime.container_status(cid)
                 await self.kill(view, status, view.grace_period, pod_ip, "FailedPostStartHook")
                 st.reasons[name] = ("PostStartHookError", str(e))
-                return False
+                return ""
         st.reasons.pop(name, None)
-        return True
+        return cid
 
     async def kill(
         self,

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from cri.errors import RuntimeError_
+from cri.errors import NotFoundError, RuntimeError_
 from cri.runtime import Runtime
-from cri.types import LABEL_POD_UID, ContainerState
+from cri.types import LABEL_POD_UID, ContainerState, PodSandboxStatus
 from minikubelet import events as ev
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import PodView
@@ -96,10 +96,12 @@ class PodSyncer:
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
-        if reported is None:
-            # upstream SyncPod sets the status before it touches the runtime: the first status, and the
-            # startTime in it, come before the sandbox and the containers
-            await self.publish(view, state, st, terminal=False)
+        # upstream SyncPod sets the status from what it observed before it touches the runtime: the first
+        # status (and its startTime) comes before the sandbox, and an exit shows before anything is stopped
+        status = await self.publish(view, state, st, terminal=False)
+        if status.get("phase") in ("Succeeded", "Failed"):
+            # upstream: a terminal pod is set up no further; its termination stops what is left
+            return KillPodOptions()
         if not view.host_network and (errors := self.network_errors() if self.network_errors else ()):
             # upstream SyncPod: only host-network pods start while the runtime network is not ready
             self._recorder.pod_event(pod, "Warning", ev.NETWORK_NOT_READY, f"{NETWORK_NOT_READY_MESSAGE}: {errors[0]}")
@@ -107,9 +109,8 @@ class PodSyncer:
         await self.containers.refresh_volumes(view)
         actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:
-            await self._execute(view, actions, state, st)
-            state = await self.observe(uid)
-        status = await self.publish(view, state, st, terminal=False)
+            state = await self._execute(view, actions, state, st) or await self.observe(uid)
+            status = await self.publish(view, state, st, terminal=False)
         self._after_sync(view, state, st)
         if status.get("phase") in ("Succeeded", "Failed"):
             return KillPodOptions()
@@ -143,7 +144,10 @@ class PodSyncer:
             if rem > 0:
                 st.wake_no_later_than(now + rem + 0.05)
 
-    async def _execute(self, view: PodView, actions: PodActions, state: PodRuntimeState, st: PodSyncState) -> None:
+    async def _execute(self, view: PodView, actions: PodActions, state: PodRuntimeState,
+                       st: PodSyncState) -> PodRuntimeState | None:
+        """Carry out the actions. Returns the pod's runtime state afterwards when the runtime's answers give it
+        exactly (a pod that had no container yet and whose starts all succeeded), else None: observe again."""
         uid = view.uid
         if actions.kill_pod:
             await self.kill_pod(view, state, view.grace_period)
@@ -156,24 +160,48 @@ class PodSyncer:
         else:
             await self._kill_listed(view, actions.containers_to_kill, state)
         await prune_init_containers(self._runtime, self.containers.logs, view, state)
+        # nothing of the pod was there to kill or prune: what this pass creates is all there is
+        fresh = not state.containers
         if actions.create_sandbox:
-            if not await self.containers.create_sandbox(view, actions.attempt, st):
-                return
-            state = await self.observe(uid)
+            sandbox_id = await self.containers.create_sandbox(view, actions.attempt, st)
+            if not sandbox_id:
+                return None
+            sandbox = await self._status_of_sandbox(sandbox_id) if fresh else None
+            # the new sandbox's own status instead of listing the pod's sandboxes and containers again
+            state = PodRuntimeState(uid, [sandbox, *state.sandboxes], []) if sandbox else await self.observe(uid)
         if state.sandbox is None:
-            return
+            return None
         reported = self._statuses.get_pod_status(uid)
+        started: list[str] = []
         for name in actions.init_to_start:
             c = view.find(name)
             if c is None:
                 continue
-            ok = await self.containers.start(view, c, state, st, reported)
-            if not ok and not c.is_sidecar:
-                return
+            cid = await self.containers.start(view, c, state, st, reported)
+            if not cid:
+                if not c.is_sidecar:
+                    return None
+                fresh = False
+            started.append(cid)
         for name in actions.containers_to_start:
             c = view.find(name)
             if c is not None:
-                await self.containers.start(view, c, state, st, reported)
+                cid = await self.containers.start(view, c, state, st, reported)
+                fresh = fresh and bool(cid)
+                started.append(cid)
+        if not fresh:
+            return None
+        try:
+            statuses = await asyncio.gather(*(self._runtime.container_status(cid) for cid in started))
+        except NotFoundError:  # gone already (removed from outside): the relist says what is left
+            return None
+        return PodRuntimeState(uid, list(state.sandboxes), list(statuses))
+
+    async def _status_of_sandbox(self, sandbox_id: str) -> PodSandboxStatus | None:
+        try:
+            return await self._runtime.pod_sandbox_status(sandbox_id)
+        except NotFoundError:
+            return None
 
     async def _purge_init_containers(self, view: PodView, state: PodRuntimeState) -> None:
         """Upstream purgeInitContainers: a new sandbox runs every init container again, so the instances of
