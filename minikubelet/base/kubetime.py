@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 
 
 def rfc3339(ts: float) -> str:
     """Kubernetes metav1.Time: second precision, UTC, 'Z'."""
-    return datetime.fromtimestamp(int(ts), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _second(int(ts))
+
+
+# A stats summary stamps hundreds of samples taken within the same few seconds (5.9 % of an idle agent's CPU with
+# 100 pods went to formatting them, issue 19).
+@functools.lru_cache(maxsize=512)
+def _second(second: int) -> str:
+    return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
