@@ -430,6 +430,8 @@ class Agent:
         self.node_lister = NodeLister(client, self.node_name, self.clock)
         if self.pod_network is not None:
             self.node_lister.on_object = self.pod_network.own_node
+        if self.join.status is not None:
+            self.join.status.cached = self.node_lister.object  # the status update's first read (as upstream)
         self.manager.refetch_node = self._refetch_node
         # the kubelet's service informer: every Service with a cluster IP, for the pods' service env
         self.services = Informer(client, "/api/v1/services", self.clock, field_selector="spec.clusterIP!=None")
@@ -444,7 +446,17 @@ class Agent:
         self.api_source = ApiserverPodSource(client, self.node_name, self.clock, self._set_source_pods,
                                              max_pods=10 * max(self.config.max_pods, 1),
                                              mirrors=self.mirrors.set_mirror_pods)
-        self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated)
+        self.status_sync = PodStatusSync(client, self.clock, self.statuses, self._pod_terminated,
+                                         source_pod=self._source_api_pod)
+
+    def _source_api_pod(self, pod: Pod) -> Pod | None:
+        """The API object of a pod as the API source last received it; a static pod's is its mirror pod."""
+        from minikubelet.pod.mirror import is_mirror_of, is_static_pod
+
+        if is_static_pod(pod):
+            mirror = self.mirrors.mirrors.get(podview.full_name(pod)) if self.mirrors is not None else None
+            return mirror if mirror is not None and is_mirror_of(mirror, pod) else None
+        return self.api_source.pod(podview.uid(pod)) if self.api_source is not None else None
 
     def _start_pod_network(self) -> None:
         """Before the registration, so the first Ready condition already carries the network's state."""

@@ -98,12 +98,18 @@ class NodeLister:
         self.watch = ListWatch(client, NODES_PATH, clock, field_selector=f"metadata.name={node_name}", **kwargs)
         self.synced = asyncio.Event()  # the first list arrived (upstream nodeHasSynced)
         self._node: Node | None = None
+        self._object: Json | None = None  # the Node object itself, None while it is deleted
         self.resource_version = ""  # of the Node in use
         self.on_object: Callable[[Json], None] | None = None  # each newer Node object seen (the pod network's podCIDRs)
 
     def get(self) -> Node | None:
         """The last Node seen, or None before any."""
         return self._node
+
+    def object(self) -> Json | None:
+        """The Node object as the watch last brought it (upstream nodeLister.Get, which the node status update
+        reads on its first try); None before the first list and while the Node is deleted. Never mutate."""
+        return self._object
 
     async def refresh(self) -> None:
         """Read the Node now (upstream getNodeSync), for a pod its labels did not match: the watch may not
@@ -120,6 +126,8 @@ class NodeLister:
                 self._put(obj)
         elif event.type != "DELETED":
             self._put(event.object)
+        else:
+            self._object = None
         # DELETED: keep the last one (upstream's cached node) until the Node is registered again
         self.synced.set()
 
@@ -133,6 +141,7 @@ class NodeLister:
         if _older(rv, self.resource_version):
             return  # a read that crossed a newer watch event (upstream isNewer)
         self.resource_version = rv
+        self._object = obj
         if self.on_object is not None:
             self.on_object(obj)
         if self._node is None or self._node.labels != node.labels or self._node.taints != node.taints:

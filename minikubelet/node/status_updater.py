@@ -1,7 +1,9 @@
 """Keeping the Node's status current (upstream kubelet_node_status.go syncNodeStatus / updateNodeStatus).
 
 Every `nodeStatusUpdateFrequency` (jittered by 4 %) the status is computed on a copy of the Node as the
-API server has it; it is sent as a strategic merge PATCH to `nodes/<name>/status` only when something
+API server has it: on the first try the Node in the node informer's cache (`cached`, upstream reads
+`nodeLister`), so an idle node sends no GET; a retry, or a first try before the cache has the Node, GETs
+it (upstream: retries are served from the API server); it is sent as a strategic merge PATCH to `nodes/<name>/status` only when something
 other than the heartbeat times changed, or when `nodeStatusReportFrequency` passed since the last report
 (the first report after a change or a start is shifted by a random ±50 % of that period, as upstream
 spreads nodes' reports). Five attempts per round. A Node that disappeared is registered again.
@@ -47,6 +49,7 @@ class NodeStatusUpdater:
         self.last_report: float | None = None  # monotonic
         self.delay_after_change = 0.0
         self.patches = 0
+        self.cached: Callable[[], Json | None] = lambda: None  # the node informer's Node, when there is one
         self._wake = asyncio.Event()
 
     def wake(self) -> None:
@@ -90,7 +93,8 @@ class NodeStatusUpdater:
         return self.clock.monotonic() - self.last_report >= self.report_frequency + self.delay_after_change
 
     async def try_update(self, attempt: int) -> None:
-        original = await self.client.get(self.registration.path)
+        cached = self.cached() if attempt == 0 else None
+        original = cached if cached is not None else await self.client.get(self.registration.path)
         node = copy.deepcopy(original)
         labels = node.setdefault("metadata", {}).setdefault("labels", {})
         labels_missing = labels.get(LABEL_OS) != NODE_OS or labels.get(LABEL_ARCH) != go_arch()

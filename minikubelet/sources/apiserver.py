@@ -75,6 +75,10 @@ class ApiserverPodSource:
         self._update(API_SOURCE, [self._annotated(p) for p in self._pods.values() if not _is_mirror(p)])
         self._mirrors(mirrors)
 
+    def pod(self, uid: str) -> Pod | None:
+        """The pod as the API server last sent it (status included), or None."""
+        return self._pods.get(uid)
+
     def _valid(self, obj: Pod) -> bool:
         md = obj.get("metadata")
         spec = obj.get("spec")

@@ -1,8 +1,11 @@
 """Pod statuses to the API server (upstream status_manager.go: syncPod, needsUpdate, mergePodStatus).
 
 A listener of the status manager marks a pod dirty when its status changed; one task syncs dirty pods,
-and every `sync_period` (10 s, upstream syncPeriod) all pods whose newest status version the API server
-has not acknowledged yet. One sync, as upstream:
+and every `sync_period` (10 s, upstream syncPeriod) the pods that need it (upstream syncBatch(all)):
+whose newest status version the API server has not acknowledged yet, that wait for their worker to finish
+(a terminal phase held back, the final DELETE: needsUpdate → canBeDeleted), or whose status in the API pod as the source last sent
+it differs from ours in what the kubelet owns (needsReconcile: someone else wrote it). An unchanged status
+sends nothing. One sync, as upstream:
 
 1. GET the pod. 404: nothing to do (its status is dropped when it leaves the sources). A different uid
    under that name is a recreated pod (skipped), unless it is the mirror pod of our static pod: a static
@@ -32,7 +35,7 @@ from minikubelet.base.clock import Clock, sleep_until_woken
 from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.patch import pod_status_patch
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
-from minikubelet.status.manager import StatusManager
+from minikubelet.status.manager import StatusManager, normalize_status
 
 log = logging.getLogger("minikubelet.status.api_sync")
 Json = dict[str, Any]
@@ -93,14 +96,34 @@ def merge_pod_status(old: Json, new: Json, could_have_running_containers: bool) 
     return merged
 
 
+def _owned_conditions(status: Json) -> dict[str, tuple[Any, Any, Any]]:
+    return {str(c.get("type")): (c.get("status"), c.get("message"), c.get("reason"))
+            for c in status.get("conditions") or [] if isinstance(c, dict)
+            and (c.get("type") in KUBELET_CONDITIONS or c.get("type") in SHARED_CONDITIONS)}
+
+
+def status_by_kubelet_equal(old: Json, new: Json) -> bool:
+    """upstream isPodStatusByKubeletEqual: the conditions the kubelet owns or shares agree in status, reason
+    and message (not in their times), and every other field but those other components own is equal."""
+    if _owned_conditions(old) != _owned_conditions(new):
+        return False
+    skip = {"conditions", *NOT_OWNED_FIELDS}
+    return bool(_without_nulls({k: v for k, v in old.items() if k not in skip})
+                == _without_nulls({k: v for k, v in new.items() if k not in skip}))
+
+
 class PodStatusSync:
     def __init__(self, client: RestClient, clock: Clock, statuses: StatusManager,
-                 terminated: Callable[[str], bool], *, sync_period: float = SYNC_PERIOD) -> None:
-        """`terminated(uid)`: the pod's worker has finished terminating it (nothing of it can run any more)."""
+                 terminated: Callable[[str], bool], *, sync_period: float = SYNC_PERIOD,
+                 source_pod: Callable[[Pod], Pod | None] = lambda _pod: None) -> None:
+        """`terminated(uid)`: the pod's worker has finished terminating it (nothing of it can run any more).
+        `source_pod(pod)`: the API object as the pod source last received it (a static pod's mirror pod), or
+        None (upstream: the pod manager's copy, which needsUpdate and needsReconcile read)."""
         self.client = client
         self.clock = clock
         self.statuses = statuses
         self.terminated = terminated
+        self.source_pod = source_pod
         self.sync_period = sync_period
         self._api_versions: dict[str, int] = {}  # uid -> the status version the API server has
         self._dirty: set[str] = set()
@@ -134,9 +157,22 @@ class PodStatusSync:
             uids |= finished
             if self.clock.monotonic() - last_full >= self.sync_period:
                 last_full = self.clock.monotonic()
-                uids |= {podview.uid(e.pod) for e in self.statuses.statuses() if self.needs_update(podview.uid(e.pod))}
+                uids |= self.due()
             for uid in sorted(uids):
                 await self.sync_pod(uid)
+
+    def due(self) -> set[str]:
+        """The pods the periodic sync writes (upstream syncBatch(all)); a reconciled pod's acknowledged
+        version is forgotten, so it is written even if its status version did not move."""
+        out = set()
+        for entry in self.statuses.statuses():
+            uid = podview.uid(entry.pod)
+            if self.needs_update(uid):
+                out.add(uid)
+            elif self.needs_reconcile(entry.pod, entry.status):
+                self._api_versions.pop(uid, None)
+                out.add(uid)
+        return out
 
     def written(self, uid: str) -> bool:
         """The API server has the pod's latest status, terminal phase included once nothing of it runs."""
@@ -146,8 +182,19 @@ class PodStatusSync:
         entry = self.statuses.get(uid)
         if entry is None:
             return False
+        # upstream canBeDeleted: here the pods seen deleting by a sync wait in `_awaiting_worker`
         return self._api_versions.get(uid, -1) < entry.version or (uid in self._awaiting_worker
                                                                     and self.terminated(uid))
+
+    def needs_reconcile(self, pod: Pod, status: Json) -> bool:
+        """upstream needsReconcile: the API pod's status as the source last sent it differs from ours in what
+        the kubelet writes (someone else changed it, or a write was lost)."""
+        api = self.source_pod(pod)
+        if api is None:
+            return False
+        api_status = api.get("status")
+        return not status_by_kubelet_equal(normalize_status(api, api_status if isinstance(api_status, dict) else {}),
+                                           status)
 
     async def sync_pod(self, uid: str) -> None:
         """One sync of one pod; errors are logged, the next period retries."""

@@ -44,7 +44,14 @@ class StatusManager:
         status = normalize_status(pod, status)
         uid = podview.uid(pod)
         old = self._statuses.get(uid)
-        if old is not None and old.status == status and old.pod is pod:
+        if old is not None and old.status == status:
+            if old.pod is not pod:
+                # A newer object of the pod (our own status write coming back through the watch, a label):
+                # kept for `/pods`, but the status did not change, so its version stays and nothing is synced
+                # (upstream updateStatusInternal skips an equal status). A drift in the API's copy is the
+                # API sync's reconcile.
+                self._version += 1
+                self._statuses[uid] = VersionedStatus(pod, status, old.version)
             return
         self._version += 1
         self._statuses[uid] = VersionedStatus(pod, status, self._version)

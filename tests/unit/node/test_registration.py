@@ -7,6 +7,7 @@ from typing import Any
 
 from minikubelet.base.clock import FakeClock
 from minikubelet.kubeapi.rest import RestClient
+from minikubelet.node.lister import NodeLister
 from minikubelet.node.machine import MachineInfo
 from minikubelet.node.registration import CMAD_ANNOTATION, NodeRegistration, initial_node
 from minikubelet.node.status import NodeStatusInputs, set_node_status
@@ -181,4 +182,39 @@ async def test_wake_syncs_at_once_instead_of_at_the_end_of_the_period(api_server
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+        await w.client.close()
+
+
+async def test_an_idle_node_reads_its_node_from_the_informer_and_gets_it_only_on_a_retry(
+        api_server: ApiServer, tmp_path: Path) -> None:
+    """upstream tryUpdateNodeStatus: try 0 reads nodeLister, a retry GETs the Node from the API server."""
+    w = World(api_server, tmp_path)
+    lister = NodeLister(w.client, "n1", w.clock)
+
+    def node_calls() -> list[tuple[str, str]]:
+        return [(m, p.split("?")[0]) for u, m, p in api_server.handler.requests if u == "system:node:n1"]
+
+    try:
+        await drive(w.clock, w.updater.sync())  # registered: POST, GET, PATCH (no informer yet)
+        await lister.refresh()
+        w.updater.cached = lister.object
+        before = len(node_calls())
+        for _ in range(3):
+            w.clock.advance(10)
+            await w.updater.sync()
+        assert node_calls()[before:] == []  # idle: neither a GET nor a PATCH
+        w.inputs = status_inputs(runtime_errors=("container runtime is down",))
+        w.clock.advance(10)
+        await w.updater.sync()
+        assert node_calls()[before:] == [("PATCH", "/api/v1/nodes/n1/status")]  # a change: PATCHed at once
+        await lister.refresh()
+        w.inputs = status_inputs()
+        api_server.faults.fail(409, "PATCH", "nodes/n1/status", times=1)
+        w.clock.advance(10)
+        await w.updater.sync()
+        assert node_calls()[before + 2:] == [("PATCH", "/api/v1/nodes/n1/status"), ("GET", "/api/v1/nodes/n1"),
+                                             ("PATCH", "/api/v1/nodes/n1/status")]
+        ready = (await api_server.admin().get("nodes", "n1"))["status"]["conditions"][3]
+        assert ready["status"] == "True"
+    finally:
         await w.client.close()

@@ -235,3 +235,88 @@ async def test_empty_structs_are_sent_as_the_kubelet_writes_them_but_never_cause
         assert len(_writes(client)) == 1
     finally:
         await client.close()
+
+
+async def _periods(sync: PodStatusSync, n: int) -> None:
+    """Let the running sync loop go through `n` periodic syncs (10 s each) on its fake clock."""
+    clock = sync.clock
+    assert isinstance(clock, FakeClock)
+    for _ in range(n):
+        await eventually(lambda: clock.sleepers == 1, what="the sync loop asleep")
+        clock.advance(10)
+        await asyncio.sleep(0.05)
+    await eventually(lambda: clock.sleepers == 1, what="the sync loop asleep")
+
+
+async def _with_source(api: ApiServer, tmp_path: Path, terminated: set[str]) -> tuple[
+        StatusManager, PodStatusSync, Recording, dict[str, Any], dict[str, dict[str, Any]]]:
+    """As `_setup`, with the API pod as the pod source last received it (`source`, refreshed by the test as the
+    watch would)."""
+    statuses, sync, client, pod = await _setup(api, tmp_path, terminated)
+    source: dict[str, dict[str, Any]] = {}
+    sync = PodStatusSync(client, sync.clock, statuses, lambda uid: uid in terminated,
+                         source_pod=lambda p: source.get(p["metadata"]["uid"]))
+    return statuses, sync, client, pod, source
+
+
+async def test_an_unchanged_status_sends_nothing_a_changed_one_is_patched_at_once(
+        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    statuses, sync, client, pod, source = await _with_source(api_server, tmp_path, set())
+    uid = pod["metadata"]["uid"]
+    admin = api_server.admin()
+    task = asyncio.create_task(sync.run())
+    try:
+        statuses.set_pod_status(pod, _status("Running", ready="True"))
+        await eventually(lambda: len(_writes(client)) == 1, what="Running written")
+        # our write comes back through the watch: a new object of the pod, which the worker's periodic
+        # resync hands to the status manager with the same status
+        source[uid] = await admin.get("pods", "p", "default")
+        statuses.set_pod_status(source[uid], _status("Running", ready="True"))
+        assert statuses.pod_list()[0]["metadata"]["resourceVersion"] == source[uid]["metadata"]["resourceVersion"]
+        client.sent.clear()
+        await _periods(sync, 6)  # a minute idle
+        assert client.sent == []  # not even a GET
+        statuses.set_pod_status(source[uid], _status("Running", ready="False"))
+        await eventually(lambda: len(_writes(client)) == 1, what="the change PATCHed without waiting for a period")
+        assert [m for m, _, _ in client.sent] == ["GET", "PATCH"]
+        stored = await admin.get("pods", "p", "default")
+        assert {c["type"]: c["status"] for c in stored["status"]["conditions"]}["Ready"] == "False"
+    finally:
+        task.cancel()
+        await client.close()
+
+
+async def test_reconcile_repairs_a_status_someone_else_changed(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    """upstream needsReconcile: the API pod's status differs from ours in what the kubelet owns."""
+    statuses, sync, client, pod, source = await _with_source(api_server, tmp_path, set())
+    uid = pod["metadata"]["uid"]
+    admin = api_server.admin()
+    task = asyncio.create_task(sync.run())
+    try:
+        statuses.set_pod_status(pod, _status("Running", ready="True"))
+        await eventually(lambda: len(_writes(client)) == 1, what="Running written")
+        source[uid] = await admin.get("pods", "p", "default")
+        # a condition of another owner and its own times on ours are no drift
+        await admin.patch("pods", "p", {"status": {"conditions": [_cond("x/gate", "True")]}}, "default", sub="status")
+        source[uid] = await admin.get("pods", "p", "default")
+        client.sent.clear()
+        await _periods(sync, 2)
+        assert client.sent == []
+        # someone else writes over the kubelet's Ready condition: the next periodic sync puts ours back
+        drifted = {**_cond("Ready", "False"), "reason": "Tampered"}
+        await admin.patch("pods", "p", {"status": {"conditions": [drifted]}}, "default", sub="status")
+        source[uid] = await admin.get("pods", "p", "default")
+        assert sync.needs_reconcile(statuses.statuses()[0].pod, statuses.statuses()[0].status)
+        await _periods(sync, 1)
+        assert [m for m, _, _ in client.sent] == ["GET", "PATCH"]
+        stored = await admin.get("pods", "p", "default")
+        conditions = {c["type"]: c for c in stored["status"]["conditions"]}
+        assert conditions["Ready"]["status"] == "True" and "reason" not in conditions["Ready"]
+        assert conditions["x/gate"]["status"] == "True"
+        source[uid] = stored
+        await _periods(sync, 2)  # repaired: quiet again
+        assert [m for m, _, _ in client.sent] == ["GET", "PATCH"]
+    finally:
+        task.cancel()
+        await client.close()
+

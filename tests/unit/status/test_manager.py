@@ -62,3 +62,19 @@ def test_normalize_status_caps_termination_messages_and_sorts_as_upstream() -> N
     assert len(web["state"]["terminated"]["message"]) == 12 * 1024 // 4
     assert len(web["lastState"]["terminated"]["message"]) == 12 * 1024 // 4
     assert status["containerStatuses"][0]["state"]["terminated"]["message"] == big  # the input is not changed
+
+
+def test_a_newer_pod_object_with_the_same_status_keeps_the_status_version() -> None:
+    """upstream updateStatusInternal skips an equal status: nothing for the API sync; `/pods` shows the new
+    object (its labels, resourceVersion)."""
+    sm = StatusManager()
+    heard: list[str] = []
+    sm.add_listener(lambda p, s: heard.append(p["metadata"]["uid"]))
+    sm.set_pod_status(pod("a", "1"), {"phase": "Running"})
+    entry_version, pods_version = sm.get("1").version, sm.version  # type: ignore[union-attr]
+    newer = pod("a", "1")
+    newer["metadata"]["labels"] = {"app": "x"}
+    sm.set_pod_status(newer, {"phase": "Running"})
+    assert sm.get("1").version == entry_version and sm.get("1").pod is newer  # type: ignore[union-attr]
+    assert sm.version == pods_version + 1 and sm.pod_list()[0]["metadata"]["labels"] == {"app": "x"}
+    assert heard == ["1"]
