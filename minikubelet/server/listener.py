@@ -16,6 +16,7 @@ import errno
 import logging
 import socket
 import time
+from collections.abc import AsyncIterator, Callable
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any
@@ -88,26 +89,11 @@ class PlainSite:
         await asyncio.gather(*conns, return_exceptions=True)
 
     async def _accept_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         assert self._sock is not None
-        while True:
-            try:
-                conn, peer = await loop.sock_accept(self._sock)
-            except ConnectionAbortedError:
-                continue
-            except OSError as e:
-                # Accepting again at once would fail again: leave the connections queued in the backlog.
-                what = "out of descriptors" if e.errno in OUT_OF_RESOURCES else "failed"
-                self.log("accept-failed", f"accept() {what}: pausing accept", listener=self.name,
-                         err=str(e), pause=f"{self.limits.accept_retry_delay}s")
-                await asyncio.sleep(self.limits.accept_retry_delay)
-                continue
-            if len(self.connections) >= self.cap:
-                conn.close()
-                self.log("over-cap", "refused a connection: too many open connections", listener=self.name,
-                         peer=peer_text(peer), limit=self.cap)
-                continue
-            task = asyncio.create_task(self._serve_connection(conn, peer_text(peer)))
+        accepted = bounded_accepts(self._sock, self.limits, self.log, self.name, self.cap,
+                                   lambda: len(self.connections))
+        async for conn, peer in accepted:
+            task = asyncio.create_task(self._serve_connection(conn, peer))
             self.connections.add(task)
             task.add_done_callback(self.connections.discard)
 
@@ -376,3 +362,28 @@ def listen(host: str, port: int, backlog: int) -> socket.socket:
             sock.close()
         raise
     return sock
+
+
+async def bounded_accepts(sock: socket.socket, limits: ServingLimits, log: RateLimitedLog, name: str, cap: int,
+                          open_count: Callable[[], int]) -> AsyncIterator[tuple[socket.socket, str]]:
+    """Accepted connections with their peer text, both listeners' bounds: a failing accept() pauses (one log line)
+    instead of spinning, and a connection over the cap is closed at once."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            conn, peer = await loop.sock_accept(sock)
+        except ConnectionAbortedError:
+            continue
+        except OSError as e:
+            # Accepting again at once would fail again: leave the connections queued in the backlog.
+            what = "out of descriptors" if e.errno in OUT_OF_RESOURCES else "failed"
+            log("accept-failed", f"accept() {what}: pausing accept", listener=name, err=str(e),
+                pause=f"{limits.accept_retry_delay}s")
+            await asyncio.sleep(limits.accept_retry_delay)
+            continue
+        if open_count() >= cap:
+            conn.close()
+            log("over-cap", "refused a connection: too many open connections", listener=name,
+                peer=peer_text(peer), limit=cap)
+            continue
+        yield conn, peer_text(peer)

@@ -23,7 +23,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import BadHttpMessage, HttpProcessingError, LineTooLong
 
 from minikubelet.server.limits import ServingLimits, connection_cap
-from minikubelet.server.listener import OUT_OF_RESOURCES as _OUT_OF_RESOURCES
+from minikubelet.server.listener import bounded_accepts
 from minikubelet.server.listener import listen as _listen
 from minikubelet.server.listener import peer_text as _peer
 from minikubelet.server.ratelog import RateLimitedLog
@@ -125,23 +125,9 @@ class BoundedSite(web.BaseSite):
         def factory() -> BoundedHandler:
             return BoundedHandler(server, self, loop=loop)
 
-        while True:
-            try:
-                conn, peer = await loop.sock_accept(self._sock)
-            except ConnectionAbortedError:
-                continue
-            except OSError as e:
-                # Accepting again at once would fail again: leave the connections queued in the backlog.
-                what = "out of descriptors" if e.errno in _OUT_OF_RESOURCES else "failed"
-                self.log("accept-failed", f"accept() {what}: pausing accept", listener=self.name,
-                         err=str(e), pause=f"{self.limits.accept_retry_delay}s")
-                await asyncio.sleep(self.limits.accept_retry_delay)
-                continue
-            if len(self.connections) + len(self._connecting) >= self.cap:
-                conn.close()
-                self.log("over-cap", "refused a connection: too many open connections", listener=self.name,
-                         peer=_peer(peer), limit=self.cap)
-                continue
+        accepted = bounded_accepts(self._sock, self.limits, self.log, self.name, self.cap,
+                                   lambda: len(self.connections) + len(self._connecting))
+        async for conn, _peer_text in accepted:
             task = asyncio.create_task(self._connect(loop, factory, conn))
             self._connecting.add(task)
             task.add_done_callback(self._connecting.discard)
