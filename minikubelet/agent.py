@@ -431,7 +431,7 @@ class Agent:
         if self.pod_network is not None:
             self.node_lister.on_object = self.pod_network.own_node
         if self.join.status is not None:
-            self.join.status.cached = self.node_lister.object  # the status update's first read (as upstream)
+            self.join.status.cached = self.node_lister.current_object  # the status update's first read (as upstream)
         self.manager.refetch_node = self._refetch_node
         # the kubelet's service informer: every Service with a cluster IP, for the pods' service env
         self.services = Informer(client, "/api/v1/services", self.clock, field_selector="spec.clusterIP!=None")

@@ -51,6 +51,9 @@ class ListWatch:
         self.min_timeout = min_timeout
         self.resource_version = ""
         self._backoff = BACKOFF_INITIAL
+        # A watch stream is open: what the consumer holds is being kept current. False while the server is
+        # away and the watch waits out its backoff (up to a minute), when the cache may be far behind.
+        self.established = False
 
     async def _sleep_backoff(self, what: str, err: Exception) -> None:
         delay = self._backoff * (1 + random.random())
@@ -90,21 +93,29 @@ class ListWatch:
         query = {**self.selectors, "allowWatchBookmarks": "true", "resourceVersion": self.resource_version,
                  "timeoutSeconds": str(int(timeout)), "watch": "true"}
         async with self.client.stream_lines(self.path, query, timeout + IDLE_MARGIN) as lines:
-            async for line in lines:
-                try:
-                    event = json.loads(line)
-                    kind, obj = event["type"], event["object"]
-                except (ValueError, KeyError, TypeError):
-                    raise TransportError("watch event is not JSON with type and object") from None
-                if not isinstance(obj, dict):
-                    raise TransportError("watch event object is not an object")
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Relist()
-                    raise ApiError(int(obj.get("code") or 500), obj)
-                rv = (obj.get("metadata") or {}).get("resourceVersion")
-                if rv:
-                    self.resource_version = str(rv)
-                self._backoff = BACKOFF_INITIAL
-                if kind in ("ADDED", "MODIFIED", "DELETED"):
-                    yield WatchEvent(kind, obj)
+            self.established = True
+            try:
+                async for event in self._decode(lines):
+                    yield event
+            finally:
+                self.established = False
+
+    async def _decode(self, lines: AsyncIterator[bytes]) -> AsyncIterator[WatchEvent]:
+        async for line in lines:
+            try:
+                event = json.loads(line)
+                kind, obj = event["type"], event["object"]
+            except (ValueError, KeyError, TypeError):
+                raise TransportError("watch event is not JSON with type and object") from None
+            if not isinstance(obj, dict):
+                raise TransportError("watch event object is not an object")
+            if kind == "ERROR":
+                if obj.get("code") == 410:
+                    raise _Relist()
+                raise ApiError(int(obj.get("code") or 500), obj)
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if rv:
+                self.resource_version = str(rv)
+            self._backoff = BACKOFF_INITIAL
+            if kind in ("ADDED", "MODIFIED", "DELETED"):
+                yield WatchEvent(kind, obj)

@@ -111,6 +111,13 @@ class NodeLister:
         reads on its first try); None before the first list and while the Node is deleted. Never mutate."""
         return self._object
 
+    def current_object(self) -> Json | None:
+        """`object()` while the watch is established, else None: the node status update then reads the Node from
+        the API server. Upstream reads its lister on the first try assuming the watch's delays are small; after
+        an API outage ours may wait out a backoff of up to a minute, while the node lifecycle controller has set
+        the conditions to Unknown meanwhile: the status must be compared with that, not with our own last one."""
+        return self._object if self.watch.established else None
+
     async def refresh(self) -> None:
         """Read the Node now (upstream getNodeSync), for a pod its labels did not match: the watch may not
         have brought a label added a moment ago. Raises the client's errors."""

@@ -109,3 +109,25 @@ async def test_refresh_reads_the_node_now_and_an_older_version_never_wins(api_se
         assert lister.get() is node
     finally:
         await client.close()
+
+
+async def test_the_status_update_reads_the_cache_only_while_the_watch_is_established(api_server: ApiServer,
+                                                                                      tmp_path: Path) -> None:
+    """After an outage the watch waits out its backoff while the node lifecycle controller has marked the Node
+    Unknown: `current_object` is then None, so the status update GETs the Node rather than compare with its own
+    stale copy; `object` (admission's) keeps the last Node."""
+    client = client_for(api_server, api_server.node_identity("n1"), tmp_path)
+    await client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    lister = NodeLister(client, "n1", RealClock())
+    task = asyncio.create_task(lister.run())
+    try:
+        await eventually(lambda: lister.current_object() is not None, what="the watch established")
+        await api_server.stop()
+        await eventually(lambda: lister.current_object() is None, what="the watch lost")
+        assert lister.object() is not None
+        await api_server.start()
+        await eventually(lambda: lister.current_object() is not None, what="the watch back", timeout=15)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
