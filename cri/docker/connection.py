@@ -14,6 +14,9 @@ from dataclasses import dataclass
 import h11
 
 READ_SIZE = 64 * 1024
+# A JSON answer past this is no Engine we know (1000 containers list in ~3 MiB); holding it would
+# cost the agent more than failing the call.
+MAX_BODY = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -71,10 +74,13 @@ class Connection:
             self.http.receive_data(await self.reader.read(READ_SIZE))
 
     async def body(self) -> bytes:
-        """The rest of the response body (for bounded answers: JSON and error messages)."""
+        """The rest of the response body (for bounded answers: JSON and error messages). Past MAX_BODY
+        bytes it raises: an Engine answer that large is a fault, and holding it would cost the agent."""
         data = bytearray()
         while isinstance(event := await self.next_event(), h11.Data):
             data.extend(event.data)
+            if len(data) > MAX_BODY:
+                raise h11.RemoteProtocolError(f"the Engine sent an answer longer than {MAX_BODY} bytes")
         return bytes(data)
 
     def close(self) -> None:

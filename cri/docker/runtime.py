@@ -136,10 +136,13 @@ class DockerRuntime:
         except NotFoundError:
             return None
 
-    async def _list_ids(self, container_type: str, labels: Mapping[str, str] | None) -> list[str]:
+    async def _list(self, container_type: str, labels: Mapping[str, str] | None) -> list[dict[str, Any]]:
         filters = label_filters(labels or {}, (f"{LABEL_CONTAINER_TYPE}={container_type}",))
-        summaries = await self._client.get("containers/json", {"all": True, "filters": filters})
-        return [str(summary["Id"]) for summary in summaries]
+        summaries: list[dict[str, Any]] = await self._client.get("containers/json", {"all": True, "filters": filters})
+        return summaries
+
+    async def _list_ids(self, container_type: str, labels: Mapping[str, str] | None) -> list[str]:
+        return [str(summary["Id"]) for summary in await self._list(container_type, labels)]
 
     async def _inspect_many(self, ids: list[str]) -> list[dict[str, Any]]:
         limit = asyncio.Semaphore(_INSPECT_CONCURRENCY)
@@ -349,9 +352,16 @@ class DockerRuntime:
         return self._listing.summaries(body)
 
     async def list_containers(self, labels: Mapping[str, str] | None = None) -> list[ContainerStatus]:
-        inspects = await self._inspect_many(await self._list_ids(CONTAINER_TYPE_CONTAINER, labels))
-        image_ids = {str(inspect.get("Image", "")) for inspect in inspects}
-        images = dict(zip(image_ids, await asyncio.gather(*map(self._image_inspect, image_ids)), strict=True))
+        summaries = await self._list(CONTAINER_TYPE_CONTAINER, labels)
+        # The listing names each container's image id: its image inspects run beside the container
+        # inspects instead of after them (one Engine round trip less on every pod relist).
+        listed_images = sorted({str(summary.get("ImageID", "")) for summary in summaries} - {""})
+        inspects, found = await asyncio.gather(
+            self._inspect_many([str(summary["Id"]) for summary in summaries]),
+            asyncio.gather(*map(self._image_inspect, listed_images)))
+        images = dict(zip(listed_images, found, strict=True))
+        for image_id in {str(inspect.get("Image", "")) for inspect in inspects} - images.keys():
+            images[image_id] = await self._image_inspect(image_id)
         return [convert.container_status(inspect, images[str(inspect.get("Image", ""))]) for inspect in inspects]
 
     async def exec_sync(self, container_id: str, cmd: list[str], timeout: float) -> ExecResult:

@@ -213,19 +213,26 @@ async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
     # the shell stays after dd is killed unless the whole container goes (memory.oom.group=1)
     await admin.create(pod("oom", guest.name, "dd if=/dev/zero of=/dev/null bs=128M count=1; sleep 3600",
                            {"limits": {"memory": "32Mi"}}))
+    seen: list[dict[str, Any]] = []
 
     async def oom_killed() -> dict[str, Any] | None:
         p = await admin.get("pods", "oom", "default")
         statuses = p["status"].get("containerStatuses") or [{}]
-        last = statuses[0].get("lastState", {}).get("terminated") or statuses[0].get("state", {}).get("terminated")
-        return last if last else None
+        for terminated in (statuses[0].get("lastState", {}).get("terminated"),
+                           statuses[0].get("state", {}).get("terminated")):
+            if terminated and terminated not in seen:
+                seen.append(terminated)
+        return next((t for t in seen if t.get("reason") == "OOMKilled"), None)
 
+    # Docker sets State.OOMKilled only from containerd's OOM event, which the runc shim raises from
+    # an inotify watch on memory.events: on cgroup v2 it can come after the exit or not at all, and
+    # the agent then says "Error", as the kubelet over cri-dockerd does (docs/runtime-docker.md).
+    # Every restart is killed again, so some attempt within the backoff's first minutes carries it.
     try:
-        terminated = await wait_for("the oom pod's container terminated", oom_killed, 240)
+        await wait_for("an attempt of the oom pod's container terminated as OOMKilled", oom_killed, 240)
     except AssertionError as e:
-        raise AssertionError(f"{e}\n--- agent journal ---\n{await agent_journal(guest)}") from None
-    assert terminated["exitCode"] == 137
-    assert terminated["reason"] == "OOMKilled"
+        raise AssertionError(f"{e}\nseen={seen}\n--- agent journal ---\n{await agent_journal(guest)}") from None
+    assert all(t["exitCode"] == 137 and t["reason"] in ("OOMKilled", "Error") for t in seen), seen
     uid = (await admin.get("pods", "oom", "default"))["metadata"]["uid"]
     pod_dir = f"/sys/fs/cgroup/kubepods/burstable/pod{uid}"
     events = dict(line.split() for line in (await guest.sh(f"cat {pod_dir}/memory.events")).splitlines())

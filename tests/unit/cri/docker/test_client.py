@@ -17,6 +17,7 @@ from pathlib import Path
 import h11
 import pytest
 
+from cri.docker import connection
 from cri.docker.client import DockerAPIError, DockerClient
 from cri.docker.connection import READ_SIZE
 from cri.docker.hijack import STDERR, STDOUT, RawStream
@@ -113,6 +114,8 @@ async def routes(request: h11.Request, body: bytes) -> tuple[int, list[tuple[str
         return json_answer(200, {"target": path, "body": body.decode(), "method": request.method.decode()})
     if path.startswith("/v1.41/start"):
         return 204, [], []
+    if path.startswith("/v1.41/huge"):
+        return 200, [("Content-Type", "application/json"), ("Transfer-Encoding", "chunked")], [b" " * 4096] * 64
     return json_answer(400, {"message": f"unexpected {path}"})
 
 
@@ -150,6 +153,20 @@ async def test_get_bytes_gives_the_undecoded_body_and_maps_errors(engine: tuple[
     assert isinstance(raw, bytes) and json.loads(raw)["target"] == "/v1.41/echo?all=1"
     with pytest.raises(NotFoundError, match="No such container: missing"):
         await client.get_bytes("containers/missing/json")
+
+
+async def test_an_oversized_answer_fails_the_call_not_the_agent(engine: tuple[Engine, DockerClient],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    server, client = engine
+    monkeypatch.setattr(connection, "MAX_BODY", 100_000)
+    with pytest.raises(RuntimeUnavailableError, match="answer longer than 100000 bytes"):
+        await client.get("huge")
+    with pytest.raises(RuntimeUnavailableError, match="answer longer than 100000 bytes"):
+        await client.get_bytes("huge")
+    monkeypatch.setattr(connection, "MAX_BODY", 300_000)
+    assert await client.get_bytes("huge") == b" " * 4096 * 64
+    assert (await client.get("echo"))["method"] == "GET"  # the broken sockets were not pooled
+    assert server.connections >= 3
 
 
 async def test_unreachable_engine_is_runtime_unavailable(tmp_path: Path) -> None:
