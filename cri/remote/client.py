@@ -8,6 +8,7 @@ from typing import TypeVar
 import grpc
 
 from cri.errors import NotFoundError, RuntimeError_, RuntimeUnavailableError
+from cri.remote.containerd import events_pb2_grpc
 from cri.remote.v1 import api_pb2_grpc
 
 T = TypeVar("T")
@@ -40,6 +41,8 @@ class Channel:
         ])
         self.runtime = api_pb2_grpc.RuntimeServiceStub(self._channel)
         self.images = api_pb2_grpc.ImageServiceStub(self._channel)
+        # containerd serves its own API on the CRI socket; other runtimes answer Unimplemented
+        self.containerd_events = events_pb2_grpc.EventsStub(self._channel)
 
     async def close(self) -> None:
         await self._channel.close()

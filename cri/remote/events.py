@@ -3,7 +3,9 @@
 CRI 1.26+ runtimes stream them (`GetContainerEvents`, what the kubelet's evented PLEG reads; containerd
 1.7+). containerd 1.6 answers Unimplemented: then the events are derived from relisting sandboxes and
 containers (the generic PLEG's way), each change turned into the events it implies, in order. A container
-first seen already exited yields CREATED, STARTED and STOPPED, as it must have gone through them.
+first seen already exited yields CREATED, STARTED and STOPPED, as it must have gone through them. While
+relisting, containerd's own event service (task_exits.py) says when a task exits: the relist then runs at
+once and every CHASE_PERIOD until CRI shows the exit, instead of at the next period.
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from dataclasses import dataclass
 import grpc
 
 from cri.remote.client import Channel
+from cri.remote.task_exits import task_exits
 from cri.remote.v1 import api_pb2 as pb
 from cri.types import LABEL_POD_UID, ContainerEvent, ContainerEventType
 
 log = logging.getLogger(__name__)
 
 RELIST_PERIOD = 0.5
+# After containerd said a task exited: relist this often until CRI shows it (CRI records the exit once the
+# task is deleted, tens of ms later), for at most CHASE_LIMIT; the periodic relist covers anything longer.
+CHASE_PERIOD = 0.01
+CHASE_LIMIT = 1.0
+STOPPED_STEPS = 3
 
 # Lifecycle steps in order; a state is the number of steps an object has gone through.
 _STEPS = (ContainerEventType.CREATED, ContainerEventType.STARTED, ContainerEventType.STOPPED)
@@ -86,6 +94,13 @@ class Note:
     steps: int
     pod_uid: str = ""
     is_sandbox: bool = False
+
+
+@dataclass(frozen=True)
+class TaskExited:
+    """containerd's event service said this container's task exited; CRI will say so a little later."""
+
+    container_id: str
 
 
 class Tracker:
@@ -155,25 +170,56 @@ async def _relist(channel: Channel) -> dict[str, Seen]:
     return snapshot(list(sandboxes.items), list(containers.containers))
 
 
-async def relisted_events(channel: Channel, notes: asyncio.Queue[Note], period: float = RELIST_PERIOD,
+async def relisted_events(channel: Channel, notes: asyncio.Queue[Note | TaskExited], period: float = RELIST_PERIOD,
                           now: Callable[[], float] = time.time) -> AsyncGenerator[ContainerEvent, None]:
     loop = asyncio.get_running_loop()
     tracker = Tracker(await _relist(channel))
-    next_relist = loop.time() + period
+    last_relist = loop.time()
+    next_relist = last_relist + period
+    chase: dict[str, float] = {}  # container id containerd said exited -> when to stop relisting early for it
     while True:
+        due = min(next_relist, last_relist + CHASE_PERIOD) if chase else next_relist
         try:
-            async with asyncio.timeout_at(next_relist):
-                note = await notes.get()
-            events = tracker.note(note, now(), loop.time())
+            async with asyncio.timeout_at(due):
+                item = await notes.get()
+            if isinstance(item, TaskExited):
+                known = tracker.known.get(item.container_id)
+                if known is not None and known.steps < STOPPED_STEPS:
+                    chase[item.container_id] = loop.time() + CHASE_LIMIT
+                events = []
+            else:
+                events = tracker.note(item, now(), loop.time())
         except TimeoutError:
             started = loop.time()
             events = tracker.relisted(await _relist(channel), started, now())
-            next_relist = loop.time() + period
+            last_relist = loop.time()
+            next_relist = last_relist + period
+            chase = {cid: until for cid, until in chase.items() if until > last_relist
+                     and (known := tracker.known.get(cid)) is not None and known.steps < STOPPED_STEPS}
         for event in events:
             yield event
 
 
-Subscribe = Callable[[], AbstractContextManager[asyncio.Queue[Note]]]
+async def forward_task_exits(channel: Channel, notes: asyncio.Queue[Note | TaskExited],
+                             initial_backoff: float = 1.0, max_backoff: float = 30.0) -> None:
+    """containerd's task exits into the relisting loop's queue, for as long as the loop runs."""
+    backoff = initial_backoff
+    while True:
+        try:
+            async for container_id in task_exits(channel):
+                backoff = initial_backoff
+                notes.put_nowait(TaskExited(container_id))
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                log.info("the runtime has no containerd event service: exits are seen by relisting alone")
+                return
+            log.warning("containerd task events failed: %s; again in %.1fs", exc.details() or exc.code().name,
+                        backoff)
+        await asyncio.sleep(backoff)
+        backoff = min(max_backoff, backoff * 2)
+
+
+Subscribe = Callable[[], AbstractContextManager[asyncio.Queue[Note | TaskExited]]]
 
 
 async def container_events(channel: Channel, subscribe: Subscribe, relist_period: float = RELIST_PERIOD,
@@ -193,9 +239,14 @@ async def container_events(channel: Channel, subscribe: Subscribe, relist_period
                 log.warning("CRI container event stream ended; subscribing again")
             else:
                 with subscribe() as notes:
-                    async for event in relisted_events(channel, notes, relist_period):
-                        backoff = initial_backoff
-                        yield event
+                    exits = asyncio.create_task(forward_task_exits(channel, notes))
+                    try:
+                        async for event in relisted_events(channel, notes, relist_period):
+                            backoff = initial_backoff
+                            yield event
+                    finally:
+                        exits.cancel()
+                        await asyncio.gather(exits, return_exceptions=True)
         except grpc.aio.AioRpcError as exc:
             if evented and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 log.info("the runtime has no GetContainerEvents (CRI < 1.26): events from relisting")

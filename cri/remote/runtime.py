@@ -26,7 +26,7 @@ from cri.errors import (
 )
 from cri.remote import convert
 from cri.remote.client import Channel, call, translate
-from cri.remote.events import DELETED, Note, container_events
+from cri.remote.events import DELETED, Note, TaskExited, container_events
 from cri.remote.log_file import read_log
 from cri.remote.port_forward import forward
 from cri.remote.streaming import SpdySession, open_stream
@@ -75,7 +75,7 @@ class RemoteRuntime:
         self._channel_: Channel | None = None
         self._locks: weakref.WeakValueDictionary[tuple[str, ...], asyncio.Lock] = weakref.WeakValueDictionary()
         self._events_relist_period = events_relist_period
-        self._subscribers: set[asyncio.Queue[Note]] = set()
+        self._subscribers: set[asyncio.Queue[Note | TaskExited]] = set()
 
     @property
     def _channel(self) -> Channel:
@@ -301,8 +301,8 @@ class RemoteRuntime:
         return container_events(self._channel, self._subscribe, relist_period=self._events_relist_period)
 
     @contextlib.contextmanager
-    def _subscribe(self) -> Iterator[asyncio.Queue[Note]]:
-        queue: asyncio.Queue[Note] = asyncio.Queue()
+    def _subscribe(self) -> Iterator[asyncio.Queue[Note | TaskExited]]:
+        queue: asyncio.Queue[Note | TaskExited] = asyncio.Queue()
         self._subscribers.add(queue)
         try:
             yield queue

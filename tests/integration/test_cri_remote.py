@@ -18,9 +18,11 @@ from cri.conditions import condition_errors
 from cri.errors import NotFoundError
 from cri.remote import RemoteRuntime
 from cri.remote.streaming import SpdySession
+from cri.remote.task_exits import task_exits
 from cri.streaming import STDERR, STDOUT, ForwardReader, PortForwardError
 from cri.types import (
     ContainerConfig,
+    ContainerEventType,
     ContainerMeta,
     ContainerState,
     DNSConfig,
@@ -224,3 +226,45 @@ async def test_exec_and_attach_through_the_streaming_server(remote_runtime: Remo
         await attached.close()
     with pytest.raises(NotFoundError):
         await rt.exec_stream("0" * 64, ["true"], stdin=False, stdout=True, stderr=True, tty=False)
+
+
+async def test_containerd_task_exits_bring_the_relist_forward(remote_runtime: RemoteRuntime) -> None:
+    """containerd 1.6 has no CRI event stream: with a 60 s relist period the exit of a container that ends by
+    itself is reported within seconds only because containerd's event service said so (task_exits), and an
+    exec's exit is not a container's."""
+    rt = remote_runtime
+    sandbox_id, cid = await started(rt, pod(rt, "exits"), shell("c", "sleep 3; exit 3"))
+    exits: list[str] = []
+
+    async def read_exits() -> None:
+        async for container_id in task_exits(rt._channel):
+            exits.append(container_id)
+
+    reader = asyncio.create_task(read_exits())
+    slow = RemoteRuntime(rt.endpoint, events_relist_period=60.0)
+    await slow.connect()
+
+    async def stopped() -> None:
+        async for event in slow.events():
+            if event.container_id == cid and event.type is ContainerEventType.STOPPED:
+                return
+
+    watcher = asyncio.create_task(stopped())
+    try:
+        await asyncio.sleep(0.5)  # both subscriptions open before anything exits
+        assert (await rt.exec_sync(cid, ["true"], 10)).exit_code == 0
+        started_at = time.monotonic()
+        await asyncio.wait_for(watcher, 30)
+        assert time.monotonic() - started_at < 20, "the exit waited for the 60 s relist"
+        assert (await rt.container_status(cid)).exit_code == 3
+        for _ in range(100):
+            if exits:
+                break
+            await asyncio.sleep(0.05)
+        assert exits == [cid]  # the exec's exit was not reported as the container's
+    finally:
+        for task in (reader, watcher):
+            task.cancel()
+        await asyncio.gather(reader, watcher, return_exceptions=True)
+        await slow.close()
+        await rt.stop_pod_sandbox(sandbox_id)

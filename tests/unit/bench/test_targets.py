@@ -77,6 +77,17 @@ def test_status_latency_reads_the_result_as_the_lat19_bench_writes_it() -> None:
     assert "runtime event (runtime_event) p99 247.2 ms" in row.reference
 
 
+def test_status_latency_reports_the_runtimes_state_read_beside_its_event() -> None:
+    agent, event, read = [0.10, 0.15], [0.07, 0.10], [0.09, 0.125]
+    result = {"latency": summary(agent), "runtime_event": summary(event), "runtime_state_read": summary(read)}
+    judged, reported = status_rows(result)
+    assert judged.ratio == pytest.approx(summary(agent)["p99"] / summary(event)["p99"]) and judged.verdict == "missed"
+    assert reported.ratio == pytest.approx(summary(agent)["p99"] / summary(read)["p99"])
+    assert reported.verdict == "report" and "not running, p99 124.6 ms" in reported.reference
+    result["runtime_state_read"] = summary([])  # no read answered: no row
+    assert len(status_rows(result)) == 1
+
+
 def test_footprint_judges_the_no_probe_run_and_reports_the_probed_one() -> None:
     result = {"runs": [{"pods": 100, "probe": "none", "agent_rss_mib": 61.4, "agent_cpu_s_per_min": 0.3},
                        {"pods": 100, "probe": "exec", "agent_rss_mib": 64.0, "agent_cpu_s_per_min": 1.2}]}

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from cri.remote.events import DELETED, Note, Seen, Tracker, diff, from_cri_event, snapshot
+import asyncio
+from types import SimpleNamespace
+from typing import cast
+
+from cri.remote.client import Channel
+from cri.remote.events import (
+    DELETED,
+    Note,
+    Seen,
+    TaskExited,
+    Tracker,
+    diff,
+    from_cri_event,
+    relisted_events,
+    snapshot,
+)
 from cri.remote.v1 import api_pb2 as pb
 from cri.types import LABEL_POD_UID, ContainerEvent, ContainerEventType
 
@@ -71,3 +86,46 @@ def test_cri_event_stream_messages() -> None:
     own = pb.ContainerEventResponse(container_id="s", container_event_type=pb.CONTAINER_DELETED_EVENT,
                                     pod_sandbox_status=sandbox)
     assert from_cri_event(own) == ContainerEvent("s", GONE, 0.0, "u", True)
+
+
+class ScriptedRuntime:
+    """ListPodSandbox / ListContainers answering from `state`, counting the relists."""
+
+    def __init__(self) -> None:
+        self.state = pb.CONTAINER_RUNNING
+        self.relists = 0
+
+    async def ListPodSandbox(self, request: pb.ListPodSandboxRequest) -> pb.ListPodSandboxResponse:
+        self.relists += 1
+        return pb.ListPodSandboxResponse(items=[pb.PodSandbox(id="s", state=pb.SANDBOX_READY,
+                                                              labels={LABEL_POD_UID: "u"})])
+
+    async def ListContainers(self, request: pb.ListContainersRequest) -> pb.ListContainersResponse:
+        return pb.ListContainersResponse(containers=[pb.Container(id="c", state=self.state,
+                                                                  labels={LABEL_POD_UID: "u"})])
+
+
+async def test_a_task_exit_relists_until_cri_shows_it_then_the_period_resumes() -> None:
+    runtime = ScriptedRuntime()
+    channel = cast(Channel, SimpleNamespace(runtime=runtime))
+    notes: asyncio.Queue[Note | TaskExited] = asyncio.Queue()
+    events = relisted_events(channel, notes, period=60.0)
+    first = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.05)
+    assert runtime.relists == 1 and not first.done()  # the first relist; the next is a minute away
+    notes.put_nowait(TaskExited("unknown"))  # not a container CRI listed: no chase
+    await asyncio.sleep(0.1)
+    assert runtime.relists == 1
+    notes.put_nowait(TaskExited("c"))
+    await asyncio.sleep(0.1)  # CRI still says running: relisted every CHASE_PERIOD
+    assert runtime.relists > 3 and not first.done()
+    runtime.state = pb.CONTAINER_EXITED
+    event = await asyncio.wait_for(first, 5)
+    assert (event.container_id, event.type, event.pod_uid) == ("c", STOPPED, "u")
+    settled = runtime.relists
+    pending = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.1)
+    assert runtime.relists == settled  # CRI agreed: back to the period
+    pending.cancel()
+    await asyncio.gather(pending, return_exceptions=True)
+    await events.aclose()
