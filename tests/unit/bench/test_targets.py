@@ -137,6 +137,24 @@ def test_parts_are_checked() -> None:
         parse_parts(",")
 
 
+async def test_a_containerd_part_runs_its_bench_on_containerd_then_restores_the_runtime(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench import status_latency
+
+    seen: list[str | None] = []
+
+    async def fake_main(events: int) -> None:
+        seen.append(os.environ.get("MKL_TEST_RUNTIME"))
+
+    monkeypatch.setattr(status_latency, "main", fake_main)
+    monkeypatch.delenv("MKL_TEST_RUNTIME", raising=False)
+    plan = targets.QUICK
+    await targets.run_part("status-latency-containerd", plan)
+    await targets.run_part("status-latency", plan)
+    assert seen == ["containerd", None] and "MKL_TEST_RUNTIME" not in os.environ
+    assert targets.RESULT_NAME["status-latency-containerd"] == "status-latency"
+
+
 def test_newest_result_is_the_latest_file_of_that_bench_since_the_part_began(tmp_path: Path) -> None:
     old, new, other = (tmp_path / n for n in ("startup-1.json", "startup-2.json", "startup_x-3.json"))
     for i, p in enumerate((old, new, other)):
