@@ -7,6 +7,7 @@ a Docker daemon rarely shows on demand (a burst of 100, a 500 in text, a socket 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import subprocess
@@ -119,17 +120,25 @@ async def routes(request: h11.Request, body: bytes) -> tuple[int, list[tuple[str
     return json_answer(400, {"message": f"unexpected {path}"})
 
 
+@contextlib.asynccontextmanager
+async def serving(handler: Handler, sock: Path) -> AsyncIterator[Engine]:
+    """An Engine answering with `handler` on the unix socket `sock`, for the block."""
+    server_state = Engine(handler)
+    server = await asyncio.start_unix_server(server_state.serve, path=str(sock))
+    try:
+        yield server_state
+    finally:
+        server.close()
+
+
 @pytest.fixture
 async def engine(tmp_path: Path) -> AsyncIterator[tuple[Engine, DockerClient]]:
-    server_state = Engine(routes)
-    sock = tmp_path / "docker.sock"
-    server = await asyncio.start_unix_server(server_state.serve, path=str(sock))
-    client = DockerClient(f"unix://{sock}")
-    try:
-        yield server_state, client
-    finally:
-        await client.close()
-        server.close()
+    async with serving(routes, tmp_path / "docker.sock") as server_state:
+        client = DockerClient(f"unix://{tmp_path}/docker.sock")
+        try:
+            yield server_state, client
+        finally:
+            await client.close()
 
 
 async def test_json_requests_and_error_mapping(engine: tuple[Engine, DockerClient]) -> None:

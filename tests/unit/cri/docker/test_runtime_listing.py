@@ -13,7 +13,7 @@ import pytest
 
 from cri.docker.runtime import DockerRuntime
 from cri.types import LABEL_CONTAINER_NAME, LABEL_POD_UID, ContainerState
-from tests.unit.cri.docker.test_client import Engine, json_answer
+from tests.unit.cri.docker.test_client import json_answer, serving
 
 IMAGE = "sha256:" + "a" * 64
 OTHER = "sha256:" + "b" * 64
@@ -59,14 +59,12 @@ class Listing:
 @pytest.fixture
 async def listing(tmp_path: Path) -> AsyncIterator[tuple[Listing, DockerRuntime]]:
     state = Listing()
-    sock = tmp_path / "docker.sock"
-    server = await asyncio.start_unix_server(Engine(state.answer).serve, path=str(sock))
-    runtime = DockerRuntime(f"unix://{sock}")
-    try:
-        yield state, runtime
-    finally:
-        await runtime.close()
-        server.close()
+    async with serving(state.answer, tmp_path / "docker.sock"):
+        runtime = DockerRuntime(f"unix://{tmp_path}/docker.sock")
+        try:
+            yield state, runtime
+        finally:
+            await runtime.close()
 
 
 async def test_image_inspects_run_beside_the_container_inspects(listing: tuple[Listing, DockerRuntime]) -> None:
