@@ -102,6 +102,11 @@ class AgentProcess:
         }
         self.config.write_text(yaml.safe_dump(cfg))
 
+    def cri_endpoint(self) -> str | None:
+        """The CRI runtime the agent runs on (its pods must be removed there), None when it runs on Docker."""
+        endpoint = str(self.extra.get("containerRuntimeEndpoint", runtime_endpoint(self.docker_host)))
+        return None if endpoint == self.docker_host else endpoint
+
     def start(self) -> None:
         self.write_config()
         self._log_fh = open(self.log_path, "ab")
@@ -228,7 +233,8 @@ async def docker() -> AsyncIterator[aiodocker.Docker]:
         await d.close()
 
 
-async def _remove_pod_containers(d: aiodocker.Docker, node: str, root: Path | None = None) -> None:
+async def _remove_pod_containers(d: aiodocker.Docker, node: str, root: Path | None = None,
+                                 cri_endpoint: str | None = None) -> None:
     """Remove what this agent's pods left: static pods (names end in -<node>) and any pod that has a directory
     under the agent's root dir (API pods have names of their own); other tests' containers stay."""
     uids = {p.name for p in (root / "pods").iterdir()} if root is not None and (root / "pods").is_dir() else set()
@@ -241,13 +247,15 @@ async def _remove_pod_containers(d: aiodocker.Docker, node: str, root: Path | No
             await c.delete(force=True)
         except aiodocker.DockerError:
             pass
-    if agent_runtime() == "containerd":
-        await _remove_cri_pods(node, uids)
+    if cri_endpoint is None and agent_runtime() == "containerd":
+        cri_endpoint = runtime_endpoint("")
+    if cri_endpoint is not None:
+        await _remove_cri_pods(node, uids, cri_endpoint)
 
 
-async def _remove_cri_pods(node: str, uids: set[str]) -> None:
+async def _remove_cri_pods(node: str, uids: set[str], endpoint: str) -> None:
     """The same for the CRI containerd: this agent's pod sandboxes (their containers go with them)."""
-    runtime = RemoteRuntime(runtime_endpoint(""))
+    runtime = RemoteRuntime(endpoint)
     try:
         for sandbox in await runtime.list_pod_sandboxes():
             if sandbox.metadata.name.endswith(f"-{node}") or sandbox.metadata.uid in uids:
@@ -300,7 +308,7 @@ async def stop_and_clean(a: AgentProcess, docker: aiodocker.Docker) -> None:
     a.stop()
     if a._log_fh is not None:
         a._log_fh.close()
-    await _remove_pod_containers(docker, a.node, a.root)
+    await _remove_pod_containers(docker, a.node, a.root, a.cri_endpoint())
     _unmount_under(a.root)
     # runc removes a deleted container's cgroups asynchronously (seconds on a busy host: 5 s of retries left a
     # pod cgroup behind now and then); retry until the tree is gone

@@ -46,15 +46,7 @@ async def agent(tmp_path: Path, docker: aiodocker.Docker, docker_host: str,
     try:
         yield a
     finally:
-        await stop_and_clean(a, docker)
-        # stop_and_clean removes CRI pods only under MKL_TEST_RUNTIME=containerd; this agent is on it regardless.
-        runtime = RemoteRuntime(cri_endpoint)
-        try:
-            for sandbox in await runtime.list_pod_sandboxes():
-                if sandbox.metadata.name.endswith(f"-{a.node}"):
-                    await runtime.remove_pod_sandbox(sandbox.id)
-        finally:
-            await runtime.close()
+        await stop_and_clean(a, docker)  # its pods go from the CRI runtime it ran on, then its cgroups
 
 
 def ready(p: dict[str, Any]) -> bool:
