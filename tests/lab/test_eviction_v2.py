@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from minikubelet.install import layout
+from tests.apiserver.client import ApiStatusError
 from tests.integration.agent_env import BUSYBOX
 from tests.lab.conftest import Lab
 from tests.lab.guest import Guest
@@ -31,13 +32,16 @@ from tests.lab.test_node_shutdown import sh
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 MI = 2**20
+# The 10 s monitoring tick can land between the working set crossing the threshold and the kernel's notification
+# (the cgroup meets its limit or stalls a moment later) and evict first: then the scenario runs again.
+ATTEMPTS = 3
 LIMIT = 600 * MI
 HOG = ("while true; do dd if=/dev/zero of=/tmp/cache bs=1M count=150 2>/dev/null; done & "
        "sleep 5; for d in /a /b; do dd if=/dev/zero of=$d/zeros bs=1M count=230; done; exec sleep 100000")
 
 
-def hog_pod(node: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "v2-hog", "namespace": "default"},
+def hog_pod(node: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
             "spec": {"nodeName": node, "automountServiceAccountToken": False, "terminationGracePeriodSeconds": 5,
                      "volumes": [{"name": n, "emptyDir": {"medium": "Memory"}} for n in ("a", "b")],
                      "containers": [{"name": "main", "image": BUSYBOX, "command": ["sh", "-c", HOG],
@@ -64,8 +68,9 @@ async def test_memory_pressure_on_cgroup_v2_evicts_at_once(lab: Lab) -> None:
         await _evicted_at_once(guest, admin)
     finally:
         # the later checks on this guest expect its own configuration back
-        with contextlib.suppress(Exception):  # not created, if the test failed before
-            await admin.delete("pods", "v2-hog", "default")
+        for attempt in range(ATTEMPTS):
+            with contextlib.suppress(Exception):  # not created, if the test ended before
+                await admin.delete("pods", f"v2-hog-{attempt}", "default")
         await guest.put(layout.CONFIG, original.encode())
         await guest.sh("systemctl restart minikubelet", timeout=300)
         await wait_for(f"node {guest.name} Ready", functools.partial(ready_node, admin, guest.name), 180)
@@ -84,28 +89,46 @@ async def _evicted_at_once(guest: Guest, admin: Any) -> None:
     started = await wait_for("the pressure notifier", lambda: _matching(journal, "memory pressure notifier started"), 60)
     assert "kubepods" in started, started
 
-    await admin.create(hog_pod(guest.name))
+    seen: list[tuple[list[float], float]] = []
+    for attempt in range(ATTEMPTS):
+        name = f"v2-hog-{attempt}"
+        created = float((await sh(guest, "date +%s.%N")).strip())
+        await admin.create(hog_pod(guest.name, name))
 
-    async def evicted() -> dict[str, Any] | None:
-        p = await admin.get("pods", "v2-hog", "default")
-        return p if p["status"].get("phase") == "Failed" else None
+        async def evicted(name: str = name) -> dict[str, Any] | None:
+            p = await admin.get("pods", name, "default")
+            return p if p["status"].get("phase") == "Failed" else None
 
+        try:
+            pod = await wait_for(f"{name} evicted", evicted, 240)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n--- agent journal ---\n{await agent_journal(guest)}") from None
+        status = pod["status"]
+        assert status["reason"] == "Evicted"
+        assert re.fullmatch(r"The node was low on resource: memory\. Threshold quantity: 200Mi, available: \d+Ki\. "
+                            r"Container main was using \d+Ki, request is 10Mi, has larger consumption of memory\. ",
+                            status["message"]), status["message"]
+
+        text = await journal()
+        notified = [t for t in journal_times(text, "eviction threshold notification") if t >= created]
+        evictions = journal_times(text, f"evicting pod.*{name}")
+        assert evictions, text[-4000:]
+        seen.append((notified, evictions[0]))
+        # the eviction came from a pass a notification started, not from the 10 s tick
+        if any(0 <= evictions[0] - t <= 2.0 for t in notified):
+            return
+        await admin.delete("pods", name, "default")
+        await wait_for(f"{name} gone", functools.partial(_gone, admin, name), 120)
+    raise AssertionError(f"no eviction within 2 s of a notification in {ATTEMPTS} tries (notifications, eviction): "
+                         f"{seen}\n--- agent journal ---\n{(await journal())[-4000:]}")
+
+
+async def _gone(admin: Any, name: str) -> bool:
     try:
-        pod = await wait_for("v2-hog evicted", evicted, 240)
-    except AssertionError as e:
-        raise AssertionError(f"{e}\n--- agent journal ---\n{await agent_journal(guest)}") from None
-    status = pod["status"]
-    assert status["reason"] == "Evicted"
-    assert re.fullmatch(r"The node was low on resource: memory\. Threshold quantity: 200Mi, available: \d+Ki\. "
-                        r"Container main was using \d+Ki, request is 10Mi, has larger consumption of memory\. ",
-                        status["message"]), status["message"]
-
-    text = await journal()
-    notified = journal_times(text, "eviction threshold notification")
-    evictions = journal_times(text, "evicting pod.*v2-hog")
-    assert notified and evictions, text[-4000:]
-    # the eviction came from a pass a notification started, not from the 10 s tick
-    assert any(0 <= evictions[0] - t <= 2.0 for t in notified), (notified, evictions)
+        await admin.get("pods", name, "default")
+    except ApiStatusError as e:
+        return e.reply.status == 404
+    return False
 
 
 async def _matching(journal: Callable[[], Awaitable[str]], pattern: str) -> str | None:
