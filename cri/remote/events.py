@@ -31,7 +31,6 @@ RELIST_PERIOD = 0.5
 # task is deleted, tens of ms later), for at most CHASE_LIMIT; the periodic relist covers anything longer.
 CHASE_PERIOD = 0.01
 CHASE_LIMIT = 1.0
-STOPPED_STEPS = 3
 
 # Lifecycle steps in order; a state is the number of steps an object has gone through.
 _STEPS = (ContainerEventType.CREATED, ContainerEventType.STARTED, ContainerEventType.STOPPED)
@@ -134,6 +133,11 @@ class Tracker:
         self.known[note.object_id] = now_seen
         return diff({note.object_id: known} if known else {}, {note.object_id: now_seen}, now)
 
+    def running(self, object_id: str) -> bool:
+        """Known and not yet seen stopped (by a relist or the client's own call)."""
+        known = self.known.get(object_id)
+        return known is not None and known.steps < _CONTAINER_STEPS[pb.CONTAINER_EXITED]
+
     def relisted(self, listed: dict[str, Seen], started: float, now: float) -> list[ContainerEvent]:
         self._deleted &= listed.keys()  # ids still listed were removed meanwhile; the rest is forgotten
         after: dict[str, Seen] = {}
@@ -183,8 +187,7 @@ async def relisted_events(channel: Channel, notes: asyncio.Queue[Note | TaskExit
             async with asyncio.timeout_at(due):
                 item = await notes.get()
             if isinstance(item, TaskExited):
-                known = tracker.known.get(item.container_id)
-                if known is not None and known.steps < STOPPED_STEPS:
+                if tracker.running(item.container_id):
                     chase[item.container_id] = loop.time() + CHASE_LIMIT
                 events = []
             else:
@@ -194,8 +197,7 @@ async def relisted_events(channel: Channel, notes: asyncio.Queue[Note | TaskExit
             events = tracker.relisted(await _relist(channel), started, now())
             last_relist = loop.time()
             next_relist = last_relist + period
-            chase = {cid: until for cid, until in chase.items() if until > last_relist
-                     and (known := tracker.known.get(cid)) is not None and known.steps < STOPPED_STEPS}
+            chase = {cid: until for cid, until in chase.items() if until > last_relist and tracker.running(cid)}
         for event in events:
             yield event
 
