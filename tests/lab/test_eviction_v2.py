@@ -22,11 +22,10 @@ import pytest
 import yaml
 
 from minikubelet.install import layout
-from tests.apiserver.client import ApiStatusError
 from tests.integration.agent_env import BUSYBOX
 from tests.lab.conftest import Lab
 from tests.lab.guest import Guest
-from tests.lab.test_lab import agent_journal, ready_node, wait_for
+from tests.lab.test_lab import agent_journal, pod_gone, ready_node, wait_for
 from tests.lab.test_node_shutdown import sh
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -118,17 +117,9 @@ async def _evicted_at_once(guest: Guest, admin: Any) -> None:
         if any(0 <= evictions[0] - t <= 2.0 for t in notified):
             return
         await admin.delete("pods", name, "default")
-        await wait_for(f"{name} gone", functools.partial(_gone, admin, name), 120)
+        await wait_for(f"{name} gone", functools.partial(pod_gone, admin, name), 120)
     raise AssertionError(f"no eviction within 2 s of a notification in {ATTEMPTS} tries (notifications, eviction): "
                          f"{seen}\n--- agent journal ---\n{(await journal())[-4000:]}")
-
-
-async def _gone(admin: Any, name: str) -> bool:
-    try:
-        await admin.get("pods", name, "default")
-    except ApiStatusError as e:
-        return e.reply.status == 404
-    return False
 
 
 async def _matching(journal: Callable[[], Awaitable[str]], pattern: str) -> str | None:

@@ -94,15 +94,25 @@ async def read_files(guest: Guest, directory: str, *names: str) -> dict[str, str
     return {k: v.strip() for k, v in (line.split("=", 1) for line in out.strip().splitlines())}
 
 
-async def pod_containers(guest: Guest) -> dict[str, str]:
-    """Every pod container and sandbox on the guest (running or not): id -> its start time."""
-    out = await guest.sh("docker ps -aq --filter label=io.kubernetes.pod.uid | "
+async def pod_containers(guest: Guest, *, running: bool = False) -> dict[str, str]:
+    """Every pod container and sandbox on the guest (or only the running ones): id -> its start time."""
+    out = await guest.sh(f"docker ps -{'' if running else 'a'}q --filter label=io.kubernetes.pod.uid | "
                          "xargs -r docker inspect -f '{{.Id}} {{.State.StartedAt}}'")
     return dict(line.split(" ", 1) for line in out.strip().splitlines())
 
 
 async def agent_pid(guest: Guest) -> int:
     return int((await guest.sh("systemctl show -p MainPID --value minikubelet")).strip())
+
+
+async def pod_gone(admin: Client, name: str, namespace: str = "default") -> bool | None:
+    try:
+        await admin.get("pods", name, namespace)
+    except ApiStatusError as e:
+        if e.reply.status == 404:
+            return True
+        raise
+    return None
 
 
 async def test_both_nodes_join_ready_on_cgroup_v2(lab: Lab) -> None:
@@ -229,21 +239,27 @@ async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
     # the agent then says "Error", as the kubelet over cri-dockerd does (docs/runtime-docker.md).
     # Every restart is killed again, so some attempt within the backoff's first minutes carries it.
     try:
-        await wait_for("an attempt of the oom pod's container terminated as OOMKilled", oom_killed, 240)
-    except AssertionError as e:
-        raise AssertionError(f"{e}\nseen={seen}\n--- agent journal ---\n{await agent_journal(guest)}") from None
-    assert all(t["exitCode"] == 137 and t["reason"] in ("OOMKilled", "Error") for t in seen), seen
-    uid = (await admin.get("pods", "oom", "default"))["metadata"]["uid"]
-    pod_dir = f"/sys/fs/cgroup/kubepods/burstable/pod{uid}"
-    events = dict(line.split() for line in (await guest.sh(f"cat {pod_dir}/memory.events")).splitlines())
-    assert int(events["oom_kill"]) >= 1
-    assert int(events["oom_group_kill"]) >= 1
+        try:
+            await wait_for("an attempt of the oom pod's container terminated as OOMKilled", oom_killed, 240)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\nseen={seen}\n--- agent journal ---\n{await agent_journal(guest)}") from None
+        assert all(t["exitCode"] == 137 and t["reason"] in ("OOMKilled", "Error") for t in seen), seen
+        uid = (await admin.get("pods", "oom", "default"))["metadata"]["uid"]
+        pod_dir = f"/sys/fs/cgroup/kubepods/burstable/pod{uid}"
+        events = dict(line.split() for line in (await guest.sh(f"cat {pod_dir}/memory.events")).splitlines())
+        assert int(events["oom_kill"]) >= 1
+        assert int(events["oom_group_kill"]) >= 1
+    finally:
+        # a crash-looping pod left behind would restart under the next test's watch
+        await admin.delete("pods", "oom", "default")
+        await wait_for("the oom pod gone", functools.partial(pod_gone, admin, "oom"), 120)
 
 
 async def test_agent_restart_and_kill9_restart_no_container(lab: Lab) -> None:
     guest = lab.guests[0]
     admin = lab.api.admin()
-    before = await pod_containers(guest)
+    # the running ones: an exited container of a deleted pod may be collected meanwhile, as the kubelet's GC does
+    before = await pod_containers(guest, running=True)
     assert before, "no pod containers on the guest to watch"
     restarts = {c["name"]: c["restartCount"]
                 for c in (await admin.get("pods", "limits", "default"))["status"]["containerStatuses"]}
