@@ -25,7 +25,7 @@ from minikubelet.install import layout
 from tests.integration.agent_env import BUSYBOX
 from tests.lab.conftest import Lab
 from tests.lab.guest import Guest
-from tests.lab.test_lab import agent_journal, pod_gone, ready_node, wait_for
+from tests.lab.test_lab import agent_journal, journal_times, pod_gone, ready_node, wait_for
 from tests.lab.test_node_shutdown import sh
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -46,11 +46,6 @@ def hog_pod(node: str, name: str) -> dict[str, Any]:
                      "containers": [{"name": "main", "image": BUSYBOX, "command": ["sh", "-c", HOG],
                                      "resources": {"requests": {"memory": "10Mi"}},
                                      "volumeMounts": [{"name": n, "mountPath": f"/{n}"} for n in ("a", "b")]}]}}
-
-
-def journal_times(journal: str, pattern: str) -> list[float]:
-    """Unix times of the agent's journal lines (`-o short-unix`) matching `pattern`."""
-    return [float(line.split()[0]) for line in journal.splitlines() if re.search(pattern, line)]
 
 
 async def test_memory_pressure_on_cgroup_v2_evicts_at_once(lab: Lab) -> None:

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import ipaddress
 import json
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -103,6 +104,11 @@ async def pod_containers(guest: Guest, *, running: bool = False) -> dict[str, st
 
 async def agent_pid(guest: Guest) -> int:
     return int((await guest.sh("systemctl show -p MainPID --value minikubelet")).strip())
+
+
+def journal_times(journal: str, pattern: str) -> list[float]:
+    """Unix times of the agent's journal lines (`-o short-unix`) matching `pattern`."""
+    return [float(line.split()[0]) for line in journal.splitlines() if re.search(pattern, line)]
 
 
 async def pod_gone(admin: Client, name: str, namespace: str = "default") -> bool | None:

@@ -20,7 +20,7 @@ from minikubelet.install import layout
 from tests.integration.agent_env import BUSYBOX
 from tests.lab.conftest import Lab
 from tests.lab.guest import Guest
-from tests.lab.test_lab import agent_journal, condition, ready_node, running_pod, wait_for
+from tests.lab.test_lab import agent_journal, condition, journal_times, ready_node, running_pod, wait_for
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -60,11 +60,11 @@ async def kubelet_lock(guest: Guest) -> str | None:
 async def lock_held_for(guest: Guest) -> float:
     """Seconds from the agent seeing logind's PrepareForShutdown to its releasing the delay lock, in the boot
     that powered off (the agent logs both: manager.py's watch and process_shutdown)."""
-    lines = (await sh(guest, "journalctl -b -1 -u minikubelet --no-pager -o short-unix")).splitlines()
+    journal = await sh(guest, "journalctl -b -1 -u minikubelet --no-pager -o short-unix")
 
     def at(message: str) -> float:
-        found = [float(ln.split()[0]) for ln in lines if message in ln]
-        assert found, f"no {message!r} in the agent's journal of the previous boot:\n" + "\n".join(lines[-120:])
+        found = journal_times(journal, message)
+        assert found, f"no {message!r} in the agent's journal of the previous boot:\n" + journal[-8000:]
         return found[-1]
 
     return at("Shutdown manager completed processing shutdown event") - at("Shutdown manager detected new shutdown event")
