@@ -98,10 +98,16 @@ class CgroupV2Driver:
         cgroup or the file is not there (a kernel before 4.19, or the container is already gone)."""
         check_within(name, self.prefix)
         target = self.path(name) / "memory.oom.group"
-        if not target.exists():
+        if not (target.exists() or (self._plain_directory and target.parent.is_dir())):
             return False
         write_file(target, "1")
         return True
+
+    def create_with_oom_group(self, name: str) -> bool:
+        """An empty cgroup with memory.oom.group=1 for the runtime to start a container in. runc takes a cgroup
+        that exists and is empty as it is, so the setting holds from the container's first instruction."""
+        self.create(name, ResourceConfig())
+        return self.set_oom_group(name)
 
     def exists(self, name: str) -> bool:
         return self.path(name).is_dir()

@@ -79,17 +79,36 @@ class PodCgroups:
         self._views = views
         return [v for _, v in views.values()]
 
-    def container_started(self, pod: PodView, container_id: str) -> None:
-        """On cgroup v2, unless singleProcessOOMKill is set, an OOM kill takes the whole container
-        (upstream sets memory.oom.group through the CRI; Docker has no such option, so it is written here)."""
+    def _oom_group_driver(self) -> CgroupV2Driver | None:
+        """On cgroup v2, unless singleProcessOOMKill is set, an OOM kill takes the whole container. Upstream asks
+        the runtime for memory.oom.group=1 in the CRI request; Docker has no such option, so the agent writes it."""
         if self.manager is None or self.single_process_oom_kill:
-            return
+            return None
         driver = self.manager.driver
-        if isinstance(driver, CgroupV2Driver):
-            try:
-                driver.set_oom_group(self.manager.container_cgroup(pod, container_id))
-            except OSError as e:
-                log.warning("memory.oom.group not set", extra={"kv": {"container": container_id, "err": str(e)}})
+        return driver if isinstance(driver, CgroupV2Driver) else None
+
+    def container_created(self, pod: PodView, container_id: str) -> None:
+        """Before the start: a write after it would race an allocation in the container's first instructions, and
+        the OOM killer would take one process and leave the rest running. With the cgroupfs driver the runtime
+        names the cgroup after the container, so it is made here; a systemd scope exists only once started."""
+        driver = self._oom_group_driver()
+        if driver is None or self.manager is None or self.manager.naming == "systemd":
+            return
+        try:
+            driver.create_with_oom_group(self.manager.container_cgroup(pod, container_id))
+        except (OSError, CgroupError) as e:
+            log.warning("memory.oom.group not set before the start",
+                        extra={"kv": {"container": container_id, "err": str(e)}})
+
+    def container_started(self, pod: PodView, container_id: str) -> None:
+        """The systemd driver's case (and a cgroup the runtime made anew): the setting holds from now on."""
+        driver = self._oom_group_driver()
+        if driver is None or self.manager is None:
+            return
+        try:
+            driver.set_oom_group(self.manager.container_cgroup(pod, container_id))
+        except OSError as e:
+            log.warning("memory.oom.group not set", extra={"kv": {"container": container_id, "err": str(e)}})
 
     def cgroup_parent(self, pod: PodView) -> str:
         return self.manager.cgroup_parent(pod) if self.manager is not None else ""

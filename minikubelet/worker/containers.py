@@ -182,6 +182,8 @@ class Containers:
         except CreateContainerError as e:
             return self._fail_start(view, c, st, "CreateContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.CREATED, "Container created", name)
+        if self.cgroups is not None:
+            self.cgroups.container_created(view, cid)
         try:
             await self._runtime.start_container(cid)
         except (StartContainerError, NotFoundError) as e:

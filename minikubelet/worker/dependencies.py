@@ -28,8 +28,11 @@ class CgroupSource(Protocol):
 
     def cgroup_parent(self, pod: PodView) -> str: ...
 
+    def container_created(self, pod: PodView, container_id: str) -> None:
+        """Settings the runtime cannot take in its create request, made before the start (memory.oom.group)."""
+
     def container_started(self, pod: PodView, container_id: str) -> None:
-        """Settings the runtime cannot take at create time (memory.oom.group on cgroup v2)."""
+        """The same settings, where they can only be written once the container runs."""
 
     def container_resources(self, pod: PodView, container: ContainerView) -> LinuxResources | None: ...
 

@@ -226,8 +226,13 @@ async def test_systemd_cgroup_driver_makes_the_slices(lab: Lab) -> None:
 async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
     guest = lab.guests[0]
     admin = lab.api.admin()
-    # the shell stays after dd is killed unless the whole container goes (memory.oom.group=1)
-    await admin.create(pod("oom", guest.name, "dd if=/dev/zero of=/dev/null bs=128M count=1; sleep 3600",
+    # The shell stays after dd is killed unless the whole container goes (memory.oom.group=1). The setting
+    # must hold from the first instruction: set after the start, dd can be killed alone and the shell sleeps on.
+    oom_group = "$(cat /sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)/memory.oom.group)"
+    await admin.create(pod("oom", guest.name,
+                           f'g="{oom_group}"; [ "$g" = 1 ] || {{ echo "memory.oom.group=$g at the start"'
+                           " > /dev/termination-log; exit 3; }; dd if=/dev/zero of=/dev/null bs=128M count=1;"
+                           " sleep 3600",
                            {"limits": {"memory": "32Mi"}}))
     seen: list[dict[str, Any]] = []
 
@@ -238,6 +243,7 @@ async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
                            statuses[0].get("state", {}).get("terminated")):
             if terminated and terminated not in seen:
                 seen.append(terminated)
+        assert all(t["exitCode"] == 137 for t in seen), seen
         return next((t for t in seen if t.get("reason") == "OOMKilled"), None)
 
     # Docker sets State.OOMKilled only from containerd's OOM event, which the runc shim raises from

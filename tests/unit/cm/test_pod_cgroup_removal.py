@@ -138,3 +138,33 @@ def test_container_oom_group_on_cgroup_v2(pcg: PodCgroups, root: Path, single_pr
     pcg.container_started(p, "c0ffee")
     assert (leaf / "memory.oom.group").read_text() == ("0" if single_process else "1")
     pcg.container_started(p, "gone")  # a container that already exited: nothing to do, no error
+
+
+@pytest.mark.parametrize("single_process", [False, True])
+def test_container_cgroup_made_with_oom_group_before_the_start(pcg: PodCgroups, root: Path,
+                                                               single_process: bool) -> None:
+    """Docker's cgroupfs driver starts the container in `<pod cgroup>/<id>`; made beforehand with
+    memory.oom.group=1, the setting covers an allocation in the container's first instructions."""
+    pcg.single_process_oom_kill = single_process
+    p = pod([ctr()], uid=UID_A)
+    pcg.ensure_pod(p)
+    leaf = pod_dir(root, UID_A) / "c0ffee"
+    pcg.container_created(p, "c0ffee")
+    if single_process:
+        assert not leaf.exists()
+        return
+    assert (leaf / "memory.oom.group").read_text() == "1"
+    assert "memory" in (pod_dir(root, UID_A) / "cgroup.subtree_control").read_text().split()
+    # a start that failed before the runtime used it: the leaf goes with the pod's cgroup
+    assert pcg.try_remove_pod(UID_A) is True and not pod_dir(root, UID_A).exists()
+
+
+def test_container_cgroup_not_made_for_a_systemd_scope(pcg: PodCgroups, root: Path) -> None:
+    """The systemd driver's `docker-<id>.scope` is the runtime's to create; the setting waits for the start."""
+    p = pod([ctr()], uid=UID_A)
+    pcg.ensure_pod(p)
+    assert pcg.manager is not None
+    pcg.manager.naming = "systemd"
+    before = sorted(path.name for path in root.rglob("*") if path.is_dir())
+    pcg.container_created(p, "c0ffee")
+    assert sorted(path.name for path in root.rglob("*") if path.is_dir()) == before
