@@ -238,9 +238,14 @@ async def _spdy_resize(stream: SpdyStream, session: StreamSession) -> None:
 
 # -- WebSocket ------------------------------------------------------------------------------------------------
 
+def first_channel(stdout: bool, stderr: bool) -> Channel:
+    """Where upstream's server says the streams are up: stdout if asked for, else stderr, else the error channel."""
+    return Channel.STDOUT if stdout else Channel.STDERR if stderr else Channel.ERROR
+
+
 async def serve_websocket_exec(ws: ChannelWebSocket, opts: ExecOptions, remote: Remote[S]) -> None:
-    # The recorded kubelet first sends an empty stdout message (upstream's handshake write).
-    await ws.send(Channel.STDOUT, b"")
+    # Upstream's handshake write, recorded first in every session: an empty message on the lowest writable channel.
+    await ws.send(first_channel(opts.stdout, opts.stderr), b"")
     try:
         session = await remote.start()
     except Exception as exc:

@@ -122,7 +122,8 @@ async def translate(ws: web.WebSocketResponse, client: SpdyClient, *, stdin: boo
         if wanted:
             sid = await client.open(kind)
             channel_of[sid], stream_of[channel] = channel, sid
-    await ws.send_bytes(bytes([STDOUT]))  # the v5 server's first message, as the kubelet's own WebSocket
+    # the v5 server's first message, on the lowest writable channel, as the kubelet's own WebSocket
+    await ws.send_bytes(bytes([STDOUT if stdout else STDERR if stderr and not tty else ERROR]))
     error = bytearray()
     sizes = TerminalSizes()
 

@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 from cri.spdy import DataFrame, FrameDecoder, GoAway, GoAwayStatus, RstStatus, RstStream
+from minikubelet.server.streaming.channel_codec import V5_BINARY, Channel
 from tests import spdy_client, ws_client
 from tests.integration import agent_env
 from tests.integration import runtime_view as views
@@ -109,6 +110,15 @@ async def test_exec_over_spdy(tmp_path: Path, agent: AgentProcess) -> None:
     # stdin ends with an empty DATA+FIN; cat then ends and exits 0.
     out = await api.spdy(api.path("exec", "shell", "shell", ("cat",), error=1, input=1, output=1), stdin=b"hi\n")
     assert (out.stdout, out.status) == (b"hi\n", SUCCESS)
+
+    # Over a WebSocket the first message is an empty one on the lowest writable channel, as upstream's: stdout if
+    # asked for, else stderr, else the error channel (a client has no stream for a channel it did not ask for).
+    for flags, first in (({"output": 1, "error": 1}, Channel.STDOUT), ({"error": 1}, Channel.STDERR),
+                         ({"input": 1}, Channel.ERROR)):
+        url = api.ws_url(api.path("exec", "shell", "shell", ("true",), **flags))
+        async with aiohttp.ClientSession() as http, http.ws_connect(url, protocols=(V5_BINARY,), ssl=api.ctx) as ws:
+            message = await ws.receive(timeout=30)
+            assert (message.type, message.data) == (aiohttp.WSMsgType.BINARY, bytes([first])), flags
 
     # A command the runtime cannot start: the upgrade succeeds, the Status carries the error.
     out = await api.spdy(api.path("exec", "shell", "shell", ("/no/such/binary",), error=1, output=1))
