@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from tests.apiserver.client import ApiStatusError
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
 from tests.integration.agent_env import stop_and_clean
+from tests.integration.kubectl_cli import kubectl
 from tests.integration.test_agent_attach_exec import READ_LOOP, _size_seen
 from tests.integration.test_agent_kubelet_surface import SurfaceAgent
 from tests.integration.test_agent_port_forward import HTTPD, PAGES, REFUSED, body_of, fetch
@@ -158,29 +158,6 @@ async def test_attach_exec_tty_and_port_forward_through_the_api_server(
     assert "Traceback" not in agent.log()
 
 
-async def _kubectl(kubeconfig: Path, cache: Path, *args: str, stdin: bytes | None = None,
-                   cwd: Path | None = None) -> tuple[int, str, str]:
-    # asynchronously: the test API server answers from this very event loop
-    proc = await asyncio.create_subprocess_exec(
-        "kubectl", f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}", "--request-timeout=20s", *args,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=cwd)
-    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
-    return proc.returncode or 0, out.decode(), _without_demux_race(err.decode())
-
-
-# kubectl before kubernetes/kubernetes#131203 (the fix of #131189; this host has 1.32) starts reading the WebSocket
-# before it has made its streams, so the server's first message, the empty one on stdout that says the streams are
-# up (as upstream's), can come too early and be logged and dropped. It carries no data: the output is still
-# compared whole.
-_DEMUX_RACE = re.compile(r"^E\d{4} [\d:.]+ +\d+ websocket\.go:\d+\] Unknown stream id 1, discarding message\n",
-                         re.MULTILINE)
-
-
-def _without_demux_race(stderr: str) -> str:
-    return _DEMUX_RACE.sub("", stderr)
-
-
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a kubectl binary")
 @pytest.mark.parametrize("declared", [True, False], ids=["passed-through", "translated"])
 async def test_kubectl_port_forward_attach_exec_and_cp(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
@@ -217,22 +194,22 @@ async def test_kubectl_port_forward_attach_exec_and_cp(tmp_path: Path, api: ApiS
         assert (upgrade, "/portForward/default/web") in api.kubelet_proxy.requests
 
         # kubectl attach -i with stdin piped in: the recorded scenario's output
-        code, out, _ = await _kubectl(kubeconfig, cache, "attach", "-i", "reader", "-c", "main",
+        code, out, _ = await kubectl(kubeconfig, cache, "attach", "-i", "reader", "-c", "main",
                                       stdin=b"hello\nworld\n")
         assert (code, out) == (0, "got: hello\ngot: world\nstdin closed, exiting 0\n")
         assert (upgrade, "/attach/default/reader/main?error=1&input=1&output=1") in api.kubelet_proxy.requests
         # kubectl exec -i: stdin through, its end reaches the command
-        assert await _kubectl(kubeconfig, cache, "exec", "-i", "shell", "--", "sh", "-c", "tr a-z A-Z; echo done",
+        assert await kubectl(kubeconfig, cache, "exec", "-i", "shell", "--", "sh", "-c", "tr a-z A-Z; echo done",
                               stdin=b"from stdin\n") == (0, "FROM STDIN\ndone\n", "")
 
         # kubectl cp both ways (tar through exec): a file with every byte value, and back
         payload = os.urandom(64 * 1024) + bytes(range(256))
         (tmp_path / "up.bin").write_bytes(payload)
-        code, _, err = await _kubectl(kubeconfig, cache, "cp", "up.bin", "default/shell:/tmp/up.bin", cwd=tmp_path)
+        code, _, err = await kubectl(kubeconfig, cache, "cp", "up.bin", "default/shell:/tmp/up.bin", cwd=tmp_path)
         assert code == 0, err
-        assert await _kubectl(kubeconfig, cache, "exec", "shell", "--", "wc", "-c", "/tmp/up.bin") == (
+        assert await kubectl(kubeconfig, cache, "exec", "shell", "--", "wc", "-c", "/tmp/up.bin") == (
             0, f"{len(payload)} /tmp/up.bin\n", "")
-        code, _, err = await _kubectl(kubeconfig, cache, "cp", "default/shell:/tmp/up.bin", "down.bin",
+        code, _, err = await kubectl(kubeconfig, cache, "cp", "default/shell:/tmp/up.bin", "down.bin",
                                       cwd=tmp_path)
         assert code == 0, err
         assert (tmp_path / "down.bin").read_bytes() == payload

@@ -26,6 +26,7 @@ from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
 from tests.integration import runtime_view as views
 from tests.integration.agent_env import AgentProcess, JoinedAgent, free_port, stop_and_clean
+from tests.integration.kubectl_cli import kubectl
 from tests.integration.runtime_view import RuntimeView
 
 docker = agent_env.docker
@@ -378,15 +379,6 @@ async def test_bearer_tokens_and_subresource_authorization(tmp_path: Path, api: 
         await stop_and_clean(agent, docker)
 
 
-async def _kubectl(kubeconfig: Path, cache: Path, *args: str) -> tuple[int, str, str]:
-    # asynchronously: the test API server answers from this very event loop
-    proc = await asyncio.create_subprocess_exec(
-        "kubectl", f"--kubeconfig={kubeconfig}", f"--cache-dir={cache}", "--request-timeout=20s", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="needs a kubectl binary")
 async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
         tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
@@ -410,18 +402,18 @@ async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
         await _running_pod(agent, admin, "talker")
 
         async def logged() -> bool:
-            return (await _kubectl(kubeconfig, cache, "logs", "talker"))[1] == "hello\nworld\n"
+            return (await kubectl(kubeconfig, cache, "logs", "talker"))[1] == "hello\nworld\n"
 
         await agent.wait_for("kubectl logs", logged, timeout=20)
-        assert await _kubectl(kubeconfig, cache, "logs", "talker", "--tail=1") == (0, "world\n", "")
-        assert await _kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c", "echo $((40+2))") == (
+        assert await kubectl(kubeconfig, cache, "logs", "talker", "--tail=1") == (0, "world\n", "")
+        assert await kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c", "echo $((40+2))") == (
             0, "42\n", "")
-        code, out, err = await _kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c",
+        code, out, err = await kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c",
                                         "echo out; echo err >&2; exit 3")
         assert (code, out, err) == (3, "out\n", "err\ncommand terminated with exit code 3\n")  # as recorded
-        code, out, _ = await _kubectl(kubeconfig, cache, "get", "--raw", f"/api/v1/nodes/{agent.node}/proxy/healthz")
+        code, out, _ = await kubectl(kubeconfig, cache, "get", "--raw", f"/api/v1/nodes/{agent.node}/proxy/healthz")
         assert (code, out) == (0, "ok")
-        code, out, _ = await _kubectl(kubeconfig, cache, "get", "--raw", f"/api/v1/nodes/{agent.node}/proxy/configz")
+        code, out, _ = await kubectl(kubeconfig, cache, "get", "--raw", f"/api/v1/nodes/{agent.node}/proxy/configz")
         assert code == 0 and json.loads(out)["kubeletconfig"]["port"] == agent.api_port
         # what reached the kubelet is what kube-apiserver sends it
         assert ("GET", "/containerLogs/default/talker/main?tailLines=1") in api.kubelet_proxy.requests
