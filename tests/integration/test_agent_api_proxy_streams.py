@@ -195,12 +195,12 @@ async def test_kubectl_port_forward_attach_exec_and_cp(tmp_path: Path, api: ApiS
 
         # kubectl attach -i with stdin piped in: the recorded scenario's output
         code, out, _ = await kubectl(kubeconfig, cache, "attach", "-i", "reader", "-c", "main",
-                                      stdin=b"hello\nworld\n")
+                                     stdin=b"hello\nworld\n")
         assert (code, out) == (0, "got: hello\ngot: world\nstdin closed, exiting 0\n")
         assert (upgrade, "/attach/default/reader/main?error=1&input=1&output=1") in api.kubelet_proxy.requests
         # kubectl exec -i: stdin through, its end reaches the command
         assert await kubectl(kubeconfig, cache, "exec", "-i", "shell", "--", "sh", "-c", "tr a-z A-Z; echo done",
-                              stdin=b"from stdin\n") == (0, "FROM STDIN\ndone\n", "")
+                             stdin=b"from stdin\n") == (0, "FROM STDIN\ndone\n", "")
 
         # kubectl cp both ways (tar through exec): a file with every byte value, and back
         payload = os.urandom(64 * 1024) + bytes(range(256))
@@ -210,7 +210,7 @@ async def test_kubectl_port_forward_attach_exec_and_cp(tmp_path: Path, api: ApiS
         assert await kubectl(kubeconfig, cache, "exec", "shell", "--", "wc", "-c", "/tmp/up.bin") == (
             0, f"{len(payload)} /tmp/up.bin\n", "")
         code, _, err = await kubectl(kubeconfig, cache, "cp", "default/shell:/tmp/up.bin", "down.bin",
-                                      cwd=tmp_path)
+                                     cwd=tmp_path)
         assert code == 0, err
         assert (tmp_path / "down.bin").read_bytes() == payload
         assert any(m == upgrade and p.startswith("/exec/default/shell/main?command=tar")

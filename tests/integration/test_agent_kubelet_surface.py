@@ -409,7 +409,7 @@ async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
         assert await kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c", "echo $((40+2))") == (
             0, "42\n", "")
         code, out, err = await kubectl(kubeconfig, cache, "exec", "talker", "--", "sh", "-c",
-                                        "echo out; echo err >&2; exit 3")
+                                       "echo out; echo err >&2; exit 3")
         assert (code, out, err) == (3, "out\n", "err\ncommand terminated with exit code 3\n")  # as recorded
         code, out, _ = await kubectl(kubeconfig, cache, "get", "--raw", f"/api/v1/nodes/{agent.node}/proxy/healthz")
         assert (code, out) == (0, "ok")
