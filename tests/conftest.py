@@ -32,6 +32,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=_is_integration)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    # The unit tests print a dot each; an integration test can take a minute, so from the first one on pytest
+    # names each test as it starts (as -v does), and a long silence always says which test it is in.
+    config = _CONFIG.get("config")
+    if config is not None and config.option.verbose < 1 and Path(location[0]).parts[:2] == ("tests", "integration"):
+        config.option.verbose = 1
+
+
+_CONFIG: dict[str, pytest.Config] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG["config"] = config
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     host = os.environ.get("MKL_TEST_DOCKER_HOST") or "(unset: integration tests skip, or fail under CI)"
     return [f"test Docker Engine: {host}"]

@@ -8,7 +8,8 @@
 # "<hash> <extras>"). The stamp is removed before pip runs and written only after pip succeeded, so an
 # install that failed (network, disk, a bad pin) is retried by the next run instead of leaving a venv that
 # is never repaired. Returns non-zero, with a one-line reason, when anything fails.
-# Run from the repository root (the caller cd's there). MKL_VENV overrides the directory (default .venv).
+# Run from the repository root (the caller cd's there). MKL_VENV overrides the directory (default .venv);
+# MKL_VENV_VERBOSE=1 lets pip print its progress.
 
 mkl_venv_ready() {
   local extras=${1:-} venv=${MKL_VENV:-.venv}
@@ -37,9 +38,12 @@ mkl_venv_ready() {
   fi
 
   [[ -n $extras ]] && spec=".[$extras]"
-  echo "venv: installing the project into $venv (pip install -e '$spec')" >&2
+  echo "venv: installing the project into $venv (pip install -e '$spec'; needs the PyPI index)" >&2
   rm -f "$stamp"
-  if ! "$venv/bin/python" -m pip install -q -e "$spec"; then
+  # MKL_VENV_VERBOSE=1 (scripts/run-local): pip names each package as it goes, instead of a minute of silence
+  local quiet=(-q)
+  [[ ${MKL_VENV_VERBOSE:-0} == 1 ]] && quiet=()
+  if ! "$venv/bin/python" -m pip install "${quiet[@]}" -e "$spec"; then
     echo "venv: pip install -e '$spec' failed (see above); the next run tries again" >&2
     return 1
   fi

@@ -8,8 +8,8 @@ container and compared with what the API says of the pod and its node.
 - resourceFieldRef: limits/requests of cpu, memory, ephemeral-storage; without a limit, the node's allocatable
   ("the kubelet uses the node's allocatable", the seed's fallback).
 
-No seed holds a complete manifest with ConfigMaps, Secrets or the downward API (`grep -n 'fieldRef\\|configMap\\|
-secretKeyRef' /work/shared/kubernetes/seeds/*` finds only this table's prose), so this pod is built from the table.
+No seed document holds a complete manifest with ConfigMaps, Secrets or the downward API (they mention them only
+in this table's prose), so this pod is built from the table.
 """
 
 from __future__ import annotations

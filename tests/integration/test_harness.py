@@ -6,6 +6,8 @@ If these fail, every other integration test will too; look here first.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 
@@ -169,3 +171,13 @@ async def test_containers_sharing_a_network_namespace_talk_over_loopback(
     out = await _output(client)
     assert code == 0, out
     assert out.strip().splitlines()[-1] == "shared"
+
+
+def test_the_registry_is_an_unpacked_binary_not_a_host_service(docker_host: str) -> None:
+    """scripts/testenv unpacks docker-registry into its own data dir: no package, so no boot-time service on :5000."""
+    binary = os.environ.get("MKL_TEST_REGISTRY_BIN", "")
+    netns = os.environ.get("MKL_TEST_NETNS", "mkltest")
+    assert binary.startswith(f"/var/lib/{netns}/tools/"), binary
+    assert os.access(binary, os.X_OK), binary
+    owner = subprocess.run(["dpkg", "-S", binary], capture_output=True, text=True, check=False)
+    assert owner.returncode != 0, f"{binary} belongs to an installed package: {owner.stdout}"
