@@ -1,0 +1,128 @@
+"""Housekeeping and garbage collection as one node service: the backoff checkpoint, the gauges, container and image
+GC, the container log manager (CRI runtimes), the stats pass, and the sweep of what pods nobody knows any more left
+behind (upstream cleanupOrphanedPodCgroups / cleanupOrphanedPodDirs)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+
+from cri.runtime import Runtime
+from minikubelet.base.clock import Clock
+from minikubelet.base.quantity import to_bytes
+from minikubelet.cm.pod_cgroups import PodCgroups
+from minikubelet.config.kubelet_config import KubeletConfig
+from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
+from minikubelet.pod.manager import PodManager
+from minikubelet.runtime.pleg import PLEG
+from minikubelet.services.eviction import image_fs
+from minikubelet.services.service import Loop, Service
+from minikubelet.stats.provider import StatsProvider
+from minikubelet.status.manager import StatusManager
+from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
+from minikubelet.worker.backoff import Backoff, BackoffCheckpoint
+from minikubelet.worker.container_log_manager import ContainerLogManager, LogReopener, LogRotatePolicy
+from minikubelet.worker.dependencies import CgroupSource
+from minikubelet.worker.gc import ContainerGC
+from minikubelet.worker.image_gc import ImageGC, ImageGCPolicy
+from minikubelet.worker.log_files import LogFiles
+from minikubelet.worker.workers import PodWorkers
+
+log = logging.getLogger("minikubelet.agent")
+
+CHECKPOINT_PERIOD = 2.0
+ORPHAN_SWEEP_PERIOD = 60.0
+
+
+class Housekeeping(Service):
+    name = "housekeeping"
+
+    def __init__(self, config: KubeletConfig, runtime: Runtime, clock: Clock, recorder: EventRecorder,
+                 metrics: Metrics, statuses: StatusManager, checkpoint: BackoffCheckpoint, backoffs: Iterable[Backoff],
+                 logs: LogFiles, reopener: LogReopener | None, stats: Callable[[], StatsProvider],
+                 workers: PodWorkers, pleg: PLEG) -> None:
+        self._clock = clock
+        self._root_dir = config.root_dir
+        self._metrics = metrics
+        self._statuses = statuses
+        self.checkpoint = checkpoint
+        self._backoffs = tuple(backoffs)
+        self.container_gc = ContainerGC(runtime, clock, logs, workers.uids)
+        self.image_gc = ImageGC(runtime, clock, ImageGCPolicy(
+            config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
+            config.image_minimum_gc_age, config.image_maximum_gc_age), config.pod_infra_container_image,
+            image_fs(stats), recorder.node_event)
+        # A CRI runtime's log files are the kubelet's to rotate (Docker rotates its own json-file logs).
+        self._log_rotation = None if reopener is None else ContainerLogManager(
+            runtime, reopener.reopen_container_log, clock,
+            LogRotatePolicy(to_bytes(config.container_log_max_size), config.container_log_max_files),
+            config.container_log_max_workers, config.container_log_monitor_interval)
+        self._stats = stats
+        self._workers = workers
+        self._pleg = pleg
+        # set by the agent once the pod manager and the sources exist
+        self.manager: PodManager | None = None
+        self.cgroups: Callable[[], CgroupSource | None] = lambda: None
+        self.sources_seen: Callable[[], bool] = lambda: True
+        self.orphans_pending = True
+
+    def loops(self) -> Sequence[Loop]:
+        return [("housekeeping", self._housekeeping), ("container-gc", self.container_gc.run),
+                *([("container-log-manager", self._log_rotation.run)] if self._log_rotation is not None else []),
+                ("orphan-sweep", self._orphan_sweep), ("stats-housekeeping", self._stats().run),
+                ("image-gc", self.image_gc.run)]
+
+    async def stop(self) -> None:
+        try:
+            self.checkpoint.save()
+        except OSError:
+            pass
+
+    def stop_orphans_once_sources_seen(self) -> None:
+        # As upstream's sourcesReady: until every source answered once, the pods it will give are not orphans.
+        if not self.orphans_pending or not self.sources_seen() or self.manager is None:
+            return
+        self.orphans_pending = False
+        self.manager.adopt_orphans(self._pleg.runtime_uids)
+        self.sweep_orphans()
+
+    def sweep_orphans(self) -> None:
+        """Pod cgroups (every hierarchy) and pod directories of pods nothing knows any more (upstream
+        cleanupOrphanedPodCgroups / cleanupOrphanedPodDirs): what a crash or a busy cgroup left behind."""
+        desired = self.manager.desired if self.manager is not None else {}
+        known = set(self._pleg.runtime_uids) | set(desired) | set(self._workers.uids())
+        cgroups = self.cgroups()
+        if isinstance(cgroups, PodCgroups):
+            cgroups.cleanup_orphans(known)
+        cleanup_orphaned_pod_dirs(self._root_dir, known)
+
+    async def _orphan_sweep(self) -> None:
+        while True:
+            await self._clock.sleep(ORPHAN_SWEEP_PERIOD)
+            if not self.orphans_pending:
+                self.sweep_orphans()
+
+    def update_gauges(self) -> None:
+        running = 0
+        containers = 0
+        for entry in self._statuses.statuses():
+            status = entry.status
+            if status.get("phase") == "Running":
+                running += 1
+            containers += sum(1 for s in status.get("containerStatuses", []) if "running" in s.get("state", {}))
+            containers += sum(1 for s in status.get("initContainerStatuses", []) if "running" in s.get("state", {}))
+        self._metrics.running_pods.set(running)
+        self._metrics.running_containers.labels("running").set(containers)
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await self._clock.sleep(CHECKPOINT_PERIOD)
+            try:
+                self.checkpoint.save()
+            except OSError as e:
+                log.warning("backoff checkpoint failed", extra={"kv": {"err": str(e)}})
+            for backoff in self._backoffs:
+                backoff.gc()
+            self.update_gauges()
+            self._metrics.sync_loop_last.set(self._clock.now())
