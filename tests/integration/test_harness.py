@@ -174,10 +174,9 @@ async def test_containers_sharing_a_network_namespace_talk_over_loopback(
 
 
 def test_the_registry_is_an_unpacked_binary_not_a_host_service(docker_host: str) -> None:
-    """scripts/testenv unpacks docker-registry into its own data dir: no package, so no boot-time service on :5000."""
+    """scripts/testenv unpacks docker-registry into its cache: no package, so no boot-time service on :5000."""
     binary = os.environ.get("MKL_TEST_REGISTRY_BIN", "")
-    netns = os.environ.get("MKL_TEST_NETNS", "mkltest")
-    assert binary.startswith(f"/var/lib/{netns}/tools/"), binary
+    assert binary.startswith("/var/cache/minikubelet-test/docker-registry/"), binary
     assert os.access(binary, os.X_OK), binary
     owner = subprocess.run(["dpkg", "-S", binary], capture_output=True, text=True, check=False)
     assert owner.returncode != 0, f"{binary} belongs to an installed package: {owner.stdout}"
