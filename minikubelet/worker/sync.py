@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from cri.errors import NotFoundError, RuntimeError_
@@ -14,6 +13,7 @@ from cri.runtime import Runtime
 from cri.types import LABEL_POD_UID, ContainerState, PodSandboxStatus
 from minikubelet import events as ev
 from minikubelet.base.clock import Clock
+from minikubelet.base.kubetime import parse_time
 from minikubelet.base.podview import PodView
 from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
@@ -118,12 +118,12 @@ class PodSyncer:
 
     def _deadline_exceeded(self, view: PodView, st: PodSyncState, reported: dict[str, Any] | None) -> bool:
         ads = view.active_deadline_seconds
-        if ads is None or ads <= 0 or reported is None:
+        if ads is None or ads <= 0:
             return False
-        start = reported.get("startTime")
-        if not start:
+        # upstream pastActiveDeadline: the status manager's status, else the API's (after an agent restart)
+        started = parse_time((reported if reported is not None else view.api_status).get("startTime"))
+        if started is None:
             return False
-        started = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
         remaining = started + ads - self._clock.now()
         if remaining > 0:
             st.wake_no_later_than(self._clock.monotonic() + remaining)
