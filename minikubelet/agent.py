@@ -249,7 +249,8 @@ class Agent:
         return EvictionManager(
             Settings(thresholds, cfg.eviction_max_pod_grace_period, cfg.eviction_pressure_transition_period,
                      reclaim=reclaim),
-            self.clock, self._eviction_summary, self.workers.active_pods, self._evict_pod, self.recorder.pod_event,
+            self.clock, self._eviction_summary, self.workers.active_pods, self._evict_pod,
+            lambda pod, etype, reason, msg, ann: self.recorder.pod_event(pod, etype, reason, msg, annotations=ann),
             self.recorder.node_event, lambda pod: self._pod_terminated(podview.uid(pod)),
             comparison_operators=cfg.feature_gates.get("TaintTolerationComparisonOperators", False))
 
