@@ -16,3 +16,16 @@ def rfc3339(ts: float) -> str:
 @functools.lru_cache(maxsize=512)
 def _second(second: int) -> str:
     return datetime.fromtimestamp(second, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: object) -> float | None:
+    """A metav1.Time as the API writes it (RFC 3339, fractions and offsets accepted); None when unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()

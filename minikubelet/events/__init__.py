@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +69,7 @@ class _Event:
     last: float
     count: int = 1
     node: bool = False  # about the Node itself, not a pod
+    annotations: Mapping[str, str] | None = None  # upstream AnnotatedEventf's (the eviction manager's)
 
     def render(self, node: str) -> dict[str, Any]:
         obj: dict[str, Any]
@@ -81,7 +82,8 @@ class _Event:
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{self.name}.{self.seq:x}", "namespace": self.namespace},
+            "metadata": {"name": f"{self.name}.{self.seq:x}", "namespace": self.namespace,
+                         **({"annotations": dict(self.annotations)} if self.annotations else {})},
             "involvedObject": obj,
             "reason": self.reason,
             "message": self.message,
@@ -110,10 +112,11 @@ class EventRecorder:
         """`sink(event)` gets every event as recorded (a v1 Event with count 1), after the local store."""
         self._sinks.append(sink)
 
-    def pod_event(self, pod: Pod, etype: str, reason: str, message: str, container: str = "") -> None:
+    def pod_event(self, pod: Pod, etype: str, reason: str, message: str, container: str = "",
+                  annotations: Mapping[str, str] | None = None) -> None:
         path = field_path(pod, container) if container else ""
         self._record(podview.namespace(pod), podview.name(pod), podview.uid(pod), path, etype, reason, message,
-                     node=False)
+                     node=False, annotations=annotations)
 
     def node_event(self, etype: str, reason: str, message: str) -> None:
         """An event about this node (upstream records these on its nodeRef: start-up, condition changes)."""
@@ -124,7 +127,7 @@ class EventRecorder:
         self.node_event(etype, reason, f"Node {self._node} status is now: {reason}")
 
     def _record(self, namespace: str, name: str, uid: str, path: str, etype: str, reason: str, message: str, *,
-                node: bool) -> None:
+                node: bool, annotations: Mapping[str, str] | None = None) -> None:
         now = self._clock.now()
         key = (uid, path, etype, reason, message)
         ev = self._events.get(key)
@@ -135,11 +138,12 @@ class EventRecorder:
         else:
             self._seq += 1
             self._events[key] = _Event(self._seq, namespace, name, uid, path, etype, reason, message, now, now,
-                                       node=node)
+                                       node=node, annotations=annotations)
             while len(self._events) > self._capacity:
                 self._events.popitem(last=False)
         if self._sinks:
-            one = _Event(0, namespace, name, uid, path, etype, reason, message, now, now, node=node)
+            one = _Event(0, namespace, name, uid, path, etype, reason, message, now, now, node=node,
+                         annotations=annotations)
             for sink in self._sinks:
                 sink(one.render(self._node))
         log.info("event", extra={"kv": {"type": etype, "reason": reason,

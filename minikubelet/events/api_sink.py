@@ -88,7 +88,8 @@ class ApiEventSink:
             similar.messages = set()
         similar.last = now
         similar.messages.add(message)
-        if len(similar.messages) >= AGGREGATE_MAX_EVENTS:
+        combined = len(similar.messages) >= AGGREGATE_MAX_EVENTS
+        if combined:
             message = f"(combined from similar events): {message}"
             key = (*agg_key, "combined")
         namespace = obj.get("namespace") or "default"
@@ -104,8 +105,12 @@ class ApiEventSink:
         if not self._allow((*obj_key, event["type"]), now):
             self.dropped += 1  # its count is kept: a later write carries it
             return
-        self._enqueue(verb, {**event, "message": message, "metadata": {"name": sent.name, "namespace": namespace},
-                             "count": sent.count, "firstTimestamp": sent.first})
+        meta: dict[str, Any] = {"name": sent.name, "namespace": namespace}
+        annotations = (event.get("metadata") or {}).get("annotations")
+        if annotations and not combined:
+            meta["annotations"] = annotations  # upstream's aggregated event is a new one, without them
+        self._enqueue(verb, {**event, "message": message, "metadata": meta, "count": sent.count,
+                             "firstTimestamp": sent.first})
 
     def _allow(self, key: tuple[str, ...], now: float) -> bool:
         spam = self._spam.get(key)

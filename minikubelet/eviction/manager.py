@@ -65,6 +65,8 @@ THRESHOLD_MET_REASON = "EvictionThresholdMet"
 
 Json = Mapping[str, Any]
 KillPod = Callable[[Pod, int, PodStatusFn], None]
+PodEvent = Callable[[Pod, str, str, str, Mapping[str, str]], None]
+"""(pod, type, reason, message, annotations): an Event on the pod with those annotations (upstream AnnotatedEventf)."""
 Reclaim = Callable[[], Awaitable[None]]
 
 
@@ -114,7 +116,7 @@ def evicted_status_fn(message: str, now: str, generation: int | None, condition:
 class EvictionManager:
     def __init__(self, settings: Settings, clock: Clock, summary: Callable[[bool], Awaitable[Json]],
                  active_pods: Callable[[], Sequence[Pod]], kill: KillPod,
-                 pod_event: Callable[[Pod, str, str, str], None], node_event: Callable[[str, str, str], None],
+                 pod_event: PodEvent, node_event: Callable[[str, str, str], None],
                  cleaned_up: Callable[[Pod], bool], comparison_operators: bool = False) -> None:
         self.settings = settings
         self.clock = clock
@@ -293,8 +295,8 @@ class EvictionManager:
                 spec_grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
                 if isinstance(spec_grace, int):
                     grace = min(grace, spec_grace)
-            message, _annotations = eviction_message(resource, pod, stats_of(pod), ready, observations)
-            if self._evict(pod, grace, message, condition=True):
+            message, annotations = eviction_message(resource, pod, stats_of(pod), ready, observations)
+            if self._evict(pod, grace, message, condition=True, annotations=annotations):
                 return [pod]
         log.info("eviction manager: unable to evict any pods from the node")
         return []
@@ -340,12 +342,13 @@ class EvictionManager:
         message = local_storage_violation(pod, stats, self.settings.layout.dedicated_image_fs)
         return message is not None and self._evict(pod, IMMEDIATE_GRACE, message, condition=False)
 
-    def _evict(self, pod: Pod, grace: int, message: str, condition: bool) -> bool:
+    def _evict(self, pod: Pod, grace: int, message: str, condition: bool,
+               annotations: Mapping[str, str] | None = None) -> bool:
         """False only for a critical pod, which is never evicted (static pods are not re-admitted)."""
         if is_critical(PodView.of(pod)):
             log.error("eviction manager: cannot evict a critical pod", extra={"kv": {"pod": podview.format_pod(pod)}})
             return False
-        self._pod_event(pod, "Warning", REASON, message)
+        self._pod_event(pod, "Warning", REASON, message, annotations or {})
         log.info("evicting pod", extra={"kv": {"pod": podview.format_pod(pod), "message": message, "grace": grace}})
         generation = PodView.of(pod).generation
         self._kill(pod, grace, evicted_status_fn(message, rfc3339(self.clock.now()), generation, condition))

@@ -36,6 +36,7 @@ _NODE_LOW = "The node was low on resource: {}. "
 _NODE_CONDITION = "The node had condition: {}. "
 _THRESHOLD_MET = "Threshold quantity: {}, available: {}. "
 _CONTAINER = "Container {} was using {}, request is {}, has larger consumption of {}. "
+_POD = "Pod {} was using {}, request is {}, has larger consumption of {}. "
 _CONTAINER_EPHEMERAL = "Container {} exceeded its local ephemeral storage limit \"{}\". "
 _POD_EPHEMERAL = "Pod ephemeral local storage usage exceeds the total limit of containers {}. "
 _EMPTY_DIR = "Usage of EmptyDir volume \"{}\" exceeds the limit \"{}\". "
@@ -143,8 +144,9 @@ def _quantity_text(raw: object) -> str:
 
 def eviction_message(resource: str, pod: Pod, stats: Json | None, thresholds: Sequence[Threshold],
                      observations: Mapping[str, Observation]) -> tuple[str, dict[str, str]]:
-    """evictionMessage: the starved resource, the threshold and what was available, and each container
-    using more than it requested; plus the Event's annotations."""
+    """evictionMessage: the starved resource, the threshold and what was available, the pod's memory usage and
+    request when it has a pod-level memory request (PodLevelResources, on in 1.36), and each container using
+    more than it requested; plus the Event's annotations."""
     message = _NODE_LOW.format(resource)
     for t in thresholds:
         if SIGNAL_RESOURCE.get(t.signal) == resource and (obs := observations.get(t.signal)) is not None:
@@ -154,6 +156,13 @@ def eviction_message(resource: str, pod: Pod, stats: Json | None, thresholds: Se
     if stats is None:
         return message, annotations
     view = PodView.of(pod)
+    pod_requests = view.requests or {}
+    if resource == RESOURCE_MEMORY and RESOURCE_MEMORY in pod_requests and isinstance(stats.get("memory"), dict):
+        # upstream names the pod whether or not its usage is above the request
+        usage = format_quantity(Fraction(_memory_usage(stats)), binary=True)
+        message += _POD.format(view.name, usage, _quantity_text(pod_requests[RESOURCE_MEMORY]), resource)
+        annotations["offending_pod"] = view.name
+        annotations["offending_pod_usage"] = usage
     containers = {c.name: c for c in (*view.app_containers, *view.init_containers)}
     exceeded: list[str] = []
     usages: list[str] = []

@@ -59,7 +59,9 @@ class EvictionService(Service):
         self.manager = EvictionManager(
             Settings(thresholds, cfg.eviction_max_pod_grace_period, cfg.eviction_pressure_transition_period,
                      reclaim=reclaim),
-            clock, self.summary, workers.active_pods, self.evict, recorder.pod_event, recorder.node_event,
+            clock, self.summary, workers.active_pods, self.evict,
+            lambda pod, etype, reason, msg, ann: recorder.pod_event(pod, etype, reason, msg, annotations=ann),
+            recorder.node_event,
             lambda pod: pod_terminated(podview.uid(pod)),
             comparison_operators=cfg.feature_gates.get("TaintTolerationComparisonOperators", False))
 

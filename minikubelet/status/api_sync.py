@@ -11,9 +11,9 @@ sends nothing. One sync, as upstream:
    under that name is a recreated pod (skipped), unless it is the mirror pod of our static pod: a static
    pod's status is reported through its mirror.
 2. Merge (mergePodStatus): conditions the kubelet does not own stay as the API has them; ours replace
-   the kubelet's; `DisruptionTarget` (shared) is ours once we have one; the fields other components own
-   (`nominatedNodeName`, resource claim statuses) stay; a terminal phase is held back while containers
-   may still run.
+   the kubelet's; our `DisruptionTarget` (shared) goes out only together with the terminal phase, once no
+   container can run (until then the API's stays); the fields other components own (`nominatedNodeName`,
+   resource claim statuses) stay; a terminal phase is held back while containers may still run.
 3. PATCH `pods/<name>/status` with a strategic merge patch from the API's status to the merged one
    (`$setElementOrder/conditions`) and the uid precondition (`metadata.uid`), only when it differs.
    409 (uid precondition, conflict) and 404 are logged; the next period tries again.
@@ -32,6 +32,7 @@ from typing import Any
 
 from minikubelet.base import podview
 from minikubelet.base.clock import Clock, sleep_until_woken
+from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.patch import pod_status_patch
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
@@ -66,29 +67,40 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def merge_pod_status(old: Json, new: Json, could_have_running_containers: bool) -> Json:
-    """upstream mergePodStatus: what the kubelet may write over the API's status `old`."""
+def merge_pod_status(old: Json, new: Json, could_have_running_containers: bool, now: str | None = None) -> Json:
+    """upstream mergePodStatus: what the kubelet may write over the API's status `old`. `now`: the time a
+    DisruptionTarget sent with the terminal phase transitions at (default: the one in `new`)."""
     merged = copy.deepcopy(new)
     conditions = [c for c in old.get("conditions") or [] if isinstance(c, dict)
                   and c.get("type") not in KUBELET_CONDITIONS]
+    to_terminal = old.get("phase") not in TERMINAL and new.get("phase") in TERMINAL
     for c in new.get("conditions") or []:
         if not isinstance(c, dict):
             continue
         if c.get("type") in KUBELET_CONDITIONS:
             conditions.append(copy.deepcopy(c))
-        elif c.get("type") in SHARED_CONDITIONS:
+        elif c.get("type") in SHARED_CONDITIONS and to_terminal and not could_have_running_containers:
+            # The kubelet's DisruptionTarget goes out only with the terminal phase, once nothing runs: a
+            # controller reading it may replace the pod at once. Its transition is then, unless the API's
+            # copy already has that status.
             at = next((i for i, o in enumerate(conditions) if o.get("type") == c.get("type")), None)
+            cond = copy.deepcopy(c)
+            prev = conditions[at] if at is not None else None
+            if prev is not None and prev.get("status") == cond.get("status"):
+                cond["lastTransitionTime"] = prev.get("lastTransitionTime")
+            elif now is not None:
+                cond["lastTransitionTime"] = now
             if at is None:
-                conditions.append(copy.deepcopy(c))
+                conditions.append(cond)
             else:
-                conditions[at] = copy.deepcopy(c)
+                conditions[at] = cond
     merged["conditions"] = conditions
     for key in NOT_OWNED_FIELDS:
         merged.pop(key, None)
         if key in old:
             merged[key] = copy.deepcopy(old[key])
     # Never report a terminal phase while containers may still run: controllers would reuse what they hold.
-    if old.get("phase") not in TERMINAL and merged.get("phase") in TERMINAL and could_have_running_containers:
+    if to_terminal and could_have_running_containers:
         for key in ("phase", "reason", "message"):
             merged.pop(key, None)
             if key in old:
@@ -227,7 +239,7 @@ class PodStatusSync:
                      extra={"kv": {"pod": podview.format_pod(pod), "oldPodUID": uid, "podUID": api_uid}})
             return
         old = api_pod.get("status") or {}
-        merged = merge_pod_status(old, entry.status, not self.terminated(uid))
+        merged = merge_pod_status(old, entry.status, not self.terminated(uid), rfc3339(self.clock.now()))
         # decided on the stripped forms, sent as the kubelet writes it (`resources: {}` included)
         patch = pod_status_patch(api_uid, old, merged)
         if _without_nulls(old) != _without_nulls(merged) and set(patch) != {"metadata"}:

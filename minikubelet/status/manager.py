@@ -44,6 +44,12 @@ class StatusManager:
         status = normalize_status(pod, status)
         uid = podview.uid(pod)
         old = self._statuses.get(uid)
+        # upstream updateStatusInternal: the start time never changes once set, the API's included (an agent
+        # restart must not restart the pod's activeDeadlineSeconds)
+        prev = old.status if old is not None else pod.get("status")
+        start = prev.get("startTime") if isinstance(prev, dict) else None
+        if isinstance(start, str) and start:
+            status["startTime"] = start
         if old is not None and old.status == status:
             if old.pod is not pod:
                 # A newer object of the pod (our own status write coming back through the watch, a label):

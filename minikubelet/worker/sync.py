@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from cri.errors import NotFoundError, RuntimeError_
@@ -14,6 +13,7 @@ from cri.runtime import Runtime
 from cri.types import LABEL_POD_UID, ContainerState, PodSandboxStatus
 from minikubelet import events as ev
 from minikubelet.base.clock import Clock
+from minikubelet.base.kubetime import parse_time
 from minikubelet.base.podview import PodView
 from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
@@ -118,12 +118,12 @@ class PodSyncer:
 
     def _deadline_exceeded(self, view: PodView, st: PodSyncState, reported: dict[str, Any] | None) -> bool:
         ads = view.active_deadline_seconds
-        if ads is None or ads <= 0 or reported is None:
+        if ads is None or ads <= 0:
             return False
-        start = reported.get("startTime")
-        if not start:
+        # upstream pastActiveDeadline: the status manager's status, else the API's (after an agent restart)
+        started = parse_time((reported if reported is not None else view.api_status).get("startTime"))
+        if started is None:
             return False
-        started = datetime.strptime(start, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
         remaining = started + ads - self._clock.now()
         if remaining > 0:
             st.wake_no_later_than(self._clock.monotonic() + remaining)
@@ -331,7 +331,12 @@ class PodSyncer:
 
     async def sync_terminating_pod(self, view: PodView, st: PodSyncState, grace: int,
                                    status_fn: PodStatusFn | None) -> None:
-        """Kill everything the pod runs within `grace`, then write its final status."""
+        """Kill everything the pod runs within `grace`, then write its final status.
+
+        As upstream's SyncTerminatingPod: `status_fn` (the kill's reason: eviction, node shutdown, preemption)
+        shapes only the status written before the kill; the final one is generated from what the runtime
+        reports afterwards, so a container that exits 0 on SIGTERM ends the pod `Succeeded` without the
+        kill's reason (a `DisruptionTarget` it set stays)."""
         uid = view.uid
         log.info("terminating pod", extra={"kv": {"pod": view.format_pod, "grace": grace}})
         if self._probes is not None:
@@ -343,9 +348,9 @@ class PodSyncer:
             await self.publish(view, state, st, terminal=True, status_fn=status_fn)
         await self.kill_pod(view, state, grace)
         state = await self.observe(uid)
-        await self.publish(view, state, st, terminal=True, status_fn=status_fn)
+        await self.publish(view, state, st, terminal=True)
 
-    async def sync_terminated_pod(self, view: PodView, st: PodSyncState, status_fn: PodStatusFn | None) -> None:
+    async def sync_terminated_pod(self, view: PodView, st: PodSyncState) -> None:
         """A terminated pod that is still wanted: nothing may run again; keep its status current."""
         uid = view.uid
         state = await self.observe(uid)
@@ -354,7 +359,7 @@ class PodSyncer:
             state = await self.observe(uid)
         # as upstream's volume manager once nothing of the pod runs: memory volumes give their memory back
         unmount_pod_volumes(self._root_dir, uid, self.containers.mounter)
-        await self.publish(view, state, st, terminal=True, status_fn=status_fn)
+        await self.publish(view, state, st, terminal=True)
 
     async def cleanup(self, view: PodView) -> bool:
         """The pod is gone from every source: remove its containers, sandboxes, logs, volumes and pod directory,

@@ -20,7 +20,7 @@ from minikubelet.base.clock import Clock, sleep_until_woken
 from minikubelet.base.grace import effective_grace_period
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.metrics import Metrics
-from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, PodStatusFn
 from minikubelet.worker.pod_state import PodSyncState
 from minikubelet.worker.sync import PodSyncer
 
@@ -41,6 +41,7 @@ class PodWorker:
         self._resync_period = resync_period
         self.lifecycle = PodLifecycle.SYNCING
         self._kill: KillPodOptions | None = None
+        self._status_fn: PodStatusFn | None = None  # the last kill's that had one
         self._grace: int | None = None  # the grace of the requested termination; a shorter one given later wins
         self._removed = False
         self._wake = asyncio.Event()
@@ -71,8 +72,11 @@ class PodWorker:
         self._grace = effective_grace_period(spec.get("terminationGracePeriodSeconds"),
                                              meta.get("deletionGracePeriodSeconds"), opts.grace_override,
                                              previous=self._grace or 0)
-        if self._kill is None or (opts.status_fn is not None and self._kill.status_fn is None):
+        if self._kill is None:
             self._kill = opts
+        if opts.status_fn is not None:
+            # upstream UpdatePod keeps every kill's status function and SyncTerminatingPod gets the last one
+            self._status_fn = opts.status_fn
         if opts.completed is not None:
             if self.lifecycle is PodLifecycle.TERMINATED:
                 opts.completed.set()
@@ -131,7 +135,7 @@ class PodWorker:
             self.lifecycle = PodLifecycle.TERMINATING
         if self.lifecycle is PodLifecycle.TERMINATING:
             assert self._kill is not None and self._grace is not None
-            await self._syncer.sync_terminating_pod(self.view, self.st, self._grace, self._kill.status_fn)
+            await self._syncer.sync_terminating_pod(self.view, self.st, self._grace, self._status_fn)
             self.lifecycle = PodLifecycle.TERMINATED
             for done in self._completed:
                 done.set()
@@ -143,8 +147,7 @@ class PodWorker:
                 return True
             self.st.wake_no_later_than(self._clock.monotonic() + SYNC_ERROR_RETRY)
             return False
-        status_fn = self._kill.status_fn if self._kill is not None else None
-        await self._syncer.sync_terminated_pod(self.view, self.st, status_fn)
+        await self._syncer.sync_terminated_pod(self.view, self.st)
         return False
 
     async def _sync(self) -> KillPodOptions | None:

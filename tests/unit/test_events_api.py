@@ -114,3 +114,21 @@ async def test_writes_are_rate_limited(api_server: ApiServer, tmp_path: Path) ->
     finally:
         task.cancel()
         await client.close()
+
+
+async def test_annotated_event_carries_its_annotations(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    """upstream AnnotatedEventf (the eviction manager's Evicted Event): the annotations are the Event's."""
+    _clock, recorder, _sink, client, pod, task = await _setup(api_server, tmp_path)
+    annotations = {"offending_pod": "p", "offending_pod_usage": "700Mi", "offending_containers": "main",
+                   "offending_containers_usage": "700Mi", "starved_resource": "memory"}
+    try:
+        recorder.pod_event(pod, "Warning", "Evicted", "The node was low on resource: memory. ",
+                           annotations=annotations)
+        await eventually(lambda: len(client.sent) == 1, what="the create")
+        assert client.sent[0][2]["metadata"]["annotations"] == annotations
+        assert recorder.list()[0]["metadata"]["annotations"] == annotations
+        stored = (await api_server.admin().list("events", "default"))["items"]
+        assert [e["metadata"].get("annotations") for e in stored] == [annotations]
+    finally:
+        task.cancel()
+        await client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -81,6 +82,23 @@ def test_eviction_message_is_upstreams() -> None:
                             "consumption of memory. ")
 
 
+def test_evictionMessage_pod_level_memory_request() -> None:
+    """upstream evictionMessage: the pod line whenever the pod has a pod-level memory request (its usage is not
+    compared), only for memory; a pod whose memory stats are missing gets none."""
+    (t,) = parse_thresholds({"memory.available": "100Mi"})
+    p = mkpod("web", "64Mi", resources={"requests": {"memory": "512Mi"}})
+    s = pod_stats("web", 50 * MI)
+    message, ann = eviction_message("memory", p, s, [t], observations(summary(80 * MI, [s])))
+    assert message == ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 80Mi. "
+                       "Pod web was using 50Mi, request is 512Mi, has larger consumption of memory. ")
+    assert ann == {"offending_pod": "web", "offending_pod_usage": "50Mi", "offending_containers": "",
+                   "offending_containers_usage": "", "starved_resource": "memory"}
+    no_memory = {k: v for k, v in s.items() if k != "memory"}
+    assert "Pod web" not in eviction_message("memory", p, no_memory, [t], observations(summary(80 * MI, [s])))[0]
+    message, ann = eviction_message("ephemeral-storage", p, s, [], {})
+    assert "Pod web" not in message and "offending_pod" not in ann
+
+
 def test_local_storage_limits() -> None:
     p = mkpod("ed", volumes=[{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}])
     assert local_storage_violation(p, {"volume": [{"name": "scratch", "usedBytes": MI}]}) is None
@@ -101,14 +119,19 @@ class Harness:
         self.doc: dict[str, Any] = summary(4 * GI, [])
         self.killed: list[tuple[str, int, dict[str, Any]]] = []
         self.events: list[tuple[str, str, str]] = []
+        self.event_annotations: list[dict[str, str]] = []  # of the pod events, in order
         self.gone: set[str] = set()
         self.reclaimed = 0
         self.fresh: list[bool] = []
         self.m = EvictionManager(settings, self.clock, self.summary, lambda: [
             p for p in self.pods if p["metadata"]["uid"] not in self.gone], self.kill,
-            lambda pod, etype, reason, msg: self.events.append((pod["metadata"]["name"], reason, msg)),
+            self.pod_event,
             lambda etype, reason, msg: self.events.append(("node", reason, msg)),
             lambda pod: pod["metadata"]["uid"] in self.gone)
+
+    def pod_event(self, pod: Pod, etype: str, reason: str, msg: str, annotations: Mapping[str, str]) -> None:
+        self.events.append((pod["metadata"]["name"], reason, msg))
+        self.event_annotations.append(dict(annotations))
 
     async def summary(self, fresh: bool) -> dict[str, Any]:
         self.fresh.append(fresh)
@@ -138,7 +161,26 @@ async def test_hard_threshold_evicts_one_pod_at_once_with_status_condition_and_e
                     "message": message}
     assert ("node", "EvictionThresholdMet", "Attempting to reclaim memory") in h.events
     assert ("hog", "Evicted", message) in h.events
+    assert h.event_annotations == [{"offending_containers": "c", "offending_containers_usage": "700Mi",
+                                    "starved_resource": "memory"}]
     assert h.m.conditions == ["MemoryPressure"] and h.m.memory_pressure
+
+
+async def test_evictionMessage_with_pod_level_resources_names_the_pod_in_message_and_event() -> None:
+    """upstream evictionMessage (PodLevelResources, on in 1.36): a pod with a pod-level memory request gets the
+    `Pod <name> was using …, request is …` line before its containers', and the Evicted Event the
+    offending_pod / offending_pod_usage annotations beside the containers'."""
+    hog = mkpod("hog", resources={"requests": {"memory": "1Gi"}, "limits": {"memory": "2Gi"}})
+    h = Harness(Settings(parse_thresholds({"memory.available": "100Mi"})), [hog])
+    h.doc = summary(50 * MI, [pod_stats("hog", 700 * MI)])
+    await h.m.synchronize()
+    message = ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi. "
+               "Pod hog was using 700Mi, request is 1Gi, has larger consumption of memory. "
+               "Container c was using 700Mi, request is 0, has larger consumption of memory. ")
+    assert h.killed[0][2]["message"] == message and ("hog", "Evicted", message) in h.events
+    assert h.event_annotations == [{"offending_pod": "hog", "offending_pod_usage": "700Mi",
+                                    "offending_containers": "c", "offending_containers_usage": "700Mi",
+                                    "starved_resource": "memory"}]
 
 
 async def test_soft_threshold_waits_for_its_grace_and_caps_the_pod_grace() -> None:

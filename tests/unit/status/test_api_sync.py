@@ -320,3 +320,52 @@ async def test_reconcile_repairs_a_status_someone_else_changed(api_server: ApiSe
         task.cancel()
         await client.close()
 
+
+
+def test_merge_pod_status_sends_disruption_target_only_with_the_terminal_phase() -> None:
+    """upstream mergePodStatus: the kubelet's DisruptionTarget is sent only when the phase turns terminal and no
+    container can run; its transition time is then the sync's. Before that the API's conditions stay."""
+    old = {"phase": "Running", "conditions": [_cond("Ready", "True")]}
+    evicted = _cond("DisruptionTarget", "True", reason="TerminationByKubelet", message="low")
+    new = {"phase": "Failed", "reason": "Evicted", "conditions": [evicted, _cond("Ready", "False")]}
+    later = "2026-11-22T06:30:00Z"
+    running = merge_pod_status(old, new, could_have_running_containers=True, now=later)
+    assert [c["type"] for c in running["conditions"]] == ["Ready"] and running["phase"] == "Running"
+    # a non-terminal status carrying the condition (the worker still killing) never sends it either
+    assert [c["type"] for c in merge_pod_status(old, {**new, "phase": "Running"}, False, later)["conditions"]] == [
+        "Ready"]
+    done = merge_pod_status(old, new, could_have_running_containers=False, now=later)
+    assert [c["type"] for c in done["conditions"]] == ["DisruptionTarget", "Ready"] and done["phase"] == "Failed"
+    assert done["conditions"][0]["lastTransitionTime"] == later and done["conditions"][0]["reason"] == (
+        "TerminationByKubelet")
+    # once the API has a terminal phase, the API's own condition (or its absence) stays
+    assert [c["type"] for c in merge_pod_status({**old, "phase": "Failed"}, new, False, later)["conditions"]] == [
+        "Ready"]
+
+
+async def test_sync_pod_patches_disruption_target_only_with_the_terminal_phase(
+        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    """upstream syncPod + mergePodStatus: no PATCH carries DisruptionTarget while the evicted pod's containers run."""
+    terminated: set[str] = set()
+    statuses, sync, client, pod = await _setup(api_server, tmp_path, terminated)
+    uid = pod["metadata"]["uid"]
+    try:
+        statuses.set_pod_status(pod, _status("Running", ready="True"))
+        await sync.sync_pod(uid)
+        evicted = _status("Failed")
+        evicted["reason"] = "Evicted"
+        evicted["conditions"].append(_cond("DisruptionTarget", "True", reason="TerminationByKubelet"))
+        statuses.set_pod_status(pod, evicted)
+        await sync.sync_pod(uid)
+        body = _writes(client)[-1][2]["status"]
+        assert "phase" not in body and "DisruptionTarget" not in str(body)
+        stored = (await api_server.admin().get("pods", "p", "default"))["status"]
+        assert "DisruptionTarget" not in [c["type"] for c in stored["conditions"]]
+        terminated.add(uid)
+        await sync.sync_pod(uid)
+        body = _writes(client)[-1][2]["status"]
+        assert body["phase"] == "Failed" and "DisruptionTarget" in str(body)
+        stored = (await api_server.admin().get("pods", "p", "default"))["status"]
+        assert {c["type"]: c["status"] for c in stored["conditions"]}["DisruptionTarget"] == "True"
+    finally:
+        await client.close()

@@ -78,3 +78,16 @@ def test_a_newer_pod_object_with_the_same_status_keeps_the_status_version() -> N
     assert sm.get("1").version == entry_version and sm.get("1").pod is newer  # type: ignore[union-attr]
     assert sm.version == pods_version + 1 and sm.pod_list()[0]["metadata"]["labels"] == {"app": "x"}
     assert heard == ["1"]
+
+
+def test_updateStatusInternal_keeps_the_start_time_the_api_or_the_cache_has() -> None:
+    """upstream updateStatusInternal: the old status's StartTime (the cached one, else the API pod's) is kept."""
+    sm = StatusManager()
+    p = pod("a", "1")
+    p["status"] = {"phase": "Running", "startTime": "2026-11-28T15:00:00Z"}  # written by the agent before a restart
+    sm.set_pod_status(p, {"phase": "Running", "startTime": "2026-11-28T16:00:00Z"})
+    assert sm.get_pod_status("1") == {"phase": "Running", "startTime": "2026-11-28T15:00:00Z"}
+    q = pod("b", "2")
+    sm.set_pod_status(q, {"phase": "Pending", "startTime": "2026-11-28T16:00:00Z"})
+    sm.set_pod_status(q, {"phase": "Running", "startTime": "2026-11-28T16:00:09Z"})
+    assert sm.get_pod_status("2") == {"phase": "Running", "startTime": "2026-11-28T16:00:00Z"}
