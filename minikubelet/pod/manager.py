@@ -158,6 +158,9 @@ class PodManager:
         self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason,
                                            "message": f"Pod was rejected: {message}", "qosClass": qos_class(PodView.of(pod)),
                                            "startTime": rfc3339(self._clock.now())})
+        # no worker will ever run it: its status is final at once (upstream: a deleted rejected pod gets a pod
+        # worker that terminates nothing and ends in TerminatePod), so its deletion can complete
+        self.statuses.terminate_pod(pod)
         self._recorder.pod_event(pod, "Warning", reason, message)
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})
 
