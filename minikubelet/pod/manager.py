@@ -16,7 +16,7 @@ from minikubelet.events import EventRecorder
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
 from minikubelet.sources.merge import PodOp, PodUpdate
 from minikubelet.status.manager import StatusManager
-from minikubelet.worker.lifecycle import KillPodOptions
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
 from minikubelet.worker.workers import PodWorkers
 
 log = logging.getLogger("minikubelet.pod.manager")
@@ -136,7 +136,7 @@ class PodManager:
             if blocker_uid not in self.desired:
                 self.workers.remove_pod(blocker_uid)
             return
-        result = can_admit_pod(self.admit_handlers, pod, self.workers.active_pods())
+        result = can_admit_pod(self.admit_handlers, pod, [p for p in self.active_pods() if podview.uid(p) != uid])
         if not result.admit and result.refetch_node and not refetched and self.refetch_node is not None:
             self._refetching.add(uid)
             self.refetch_node(uid)
@@ -146,6 +146,29 @@ class PodManager:
             self._reject(pod, result.reason, result.message)
             return
         self.workers.update_pod(pod)
+
+    def active_pods(self) -> list[Pod]:
+        """upstream GetActivePods (filterOutInactivePods over the pod manager's pods): the pods the sources
+        want, without those whose worker has terminated them (IsPodKnownTerminated) and those in a terminal
+        phase (the API's or ours: isAdmittedPodTerminal) unless still terminating (IsPodTerminationRequested).
+        A pod in its grace period still holds what it was admitted with. Pods still waiting for a Node read
+        have not been decided yet: upstream admits synchronously, so they never count."""
+        out = []
+        for uid, pod in self.desired.items():
+            if uid in self._refetching:
+                continue
+            w = self.workers.get(uid)
+            if w is not None and w.lifecycle is PodLifecycle.TERMINATED:
+                continue
+            if self._admitted_pod_terminal(uid, pod) and not (w is not None and w.terminating):
+                continue
+            out.append(pod)
+        return out
+
+    def _admitted_pod_terminal(self, uid: str, pod: Pod) -> bool:
+        """upstream isAdmittedPodTerminal: the source's phase or the status manager's is terminal."""
+        ours = self.statuses.get_pod_status(uid)
+        return _terminal_phase(pod) or (ours is not None and ours.get("phase") in ("Failed", "Succeeded"))
 
     def readmit(self, uid: str) -> None:
         """The Node was read again (or could not be): admit the pod against it, without another read."""
@@ -158,6 +181,9 @@ class PodManager:
         self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason,
                                            "message": f"Pod was rejected: {message}", "qosClass": qos_class(PodView.of(pod)),
                                            "startTime": rfc3339(self._clock.now())})
+        # no worker will ever run it: its status is final at once (upstream: a deleted rejected pod gets a pod
+        # worker that terminates nothing and ends in TerminatePod), so its deletion can complete
+        self.statuses.terminate_pod(pod)
         self._recorder.pod_event(pod, "Warning", reason, message)
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})
 

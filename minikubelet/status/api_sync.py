@@ -17,9 +17,10 @@ sends nothing. One sync, as upstream:
 3. PATCH `pods/<name>/status` with a strategic merge patch from the API's status to the merged one
    (`$setElementOrder/conditions`) and the uid precondition (`metadata.uid`), only when it differs.
    409 (uid precondition, conflict) and 404 are logged; the next period tries again.
-4. A pod the API server is deleting whose phase there is terminal and whose worker has terminated is
-   deleted for good: DELETE with `gracePeriodSeconds: 0` and a uid precondition (`kubelet-13`). Mirror
-   pods never (upstream: "We don't handle graceful deletion of mirror pods").
+4. A pod the API server is deleting whose phase there is terminal and whose status is final (written by
+   the status manager's terminate_pod once the worker has finished with it, upstream canBeDeleted's
+   podIsFinished) is deleted for good: DELETE with `gracePeriodSeconds: 0` and a uid precondition
+   (`kubelet-13`). Mirror pods never (upstream: "We don't handle graceful deletion of mirror pods").
 """
 
 from __future__ import annotations
@@ -196,7 +197,7 @@ class PodStatusSync:
             return False
         # upstream canBeDeleted: here the pods seen deleting by a sync wait in `_awaiting_worker`
         return self._api_versions.get(uid, -1) < entry.version or (uid in self._awaiting_worker
-                                                                    and self.terminated(uid))
+                                                                    and entry.finished)
 
     def needs_reconcile(self, pod: Pod, status: Json) -> bool:
         """upstream needsReconcile: the API pod's status as the source last sent it differs from ours in what
@@ -264,7 +265,9 @@ class PodStatusSync:
                 self._awaiting_worker.discard(uid)
             return
         self._awaiting_worker.add(uid)
-        if (api_pod.get("status") or {}).get("phase") in TERMINAL and self.terminated(uid):
+        # upstream canBeDeleted: the phase the API server has is terminal and the status is the one
+        # TerminatePod wrote at the end of the pod's termination (podIsFinished)
+        if (api_pod.get("status") or {}).get("phase") in TERMINAL and entry.finished:
             await self._final_delete(path, pod, api_uid)
 
     async def _final_delete(self, path: str, pod: Pod, api_uid: str) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
+from minikubelet.status.terminate import terminated_pod_status
 
 StatusListener = Callable[[Pod, dict[str, Any] | None], None]
 """Called after a pod's status changed (None: the pod is gone). The API sync plugs in here."""
@@ -24,6 +25,9 @@ class VersionedStatus:
     pod: Pod
     status: dict[str, Any]
     version: int
+    # set by terminate_pod at the end of the pod's termination (upstream podIsFinished): only then may a
+    # pod the API server is deleting be deleted for good
+    finished: bool = False
 
 
 class StatusManager:
@@ -41,6 +45,16 @@ class StatusManager:
         self._listeners.append(listener)
 
     def set_pod_status(self, pod: Pod, status: dict[str, Any]) -> None:
+        self._update(pod, status, finished=False)
+
+    def terminate_pod(self, pod: Pod) -> None:
+        """upstream TerminatePod: the pod's final status (containers the runtime cannot show are failed, the
+        phase terminal), marked finished and always written again, even when equal."""
+        entry = self._statuses.get(podview.uid(pod))
+        base = entry.status if entry is not None else pod.get("status")
+        self._update(pod, terminated_pod_status(pod, base if isinstance(base, dict) else {}), finished=True)
+
+    def _update(self, pod: Pod, status: dict[str, Any], finished: bool) -> None:
         status = normalize_status(pod, status)
         uid = podview.uid(pod)
         old = self._statuses.get(uid)
@@ -50,17 +64,18 @@ class StatusManager:
         start = prev.get("startTime") if isinstance(prev, dict) else None
         if isinstance(start, str) and start:
             status["startTime"] = start
-        if old is not None and old.status == status:
+        was_finished = old is not None and old.finished
+        if old is not None and old.status == status and (was_finished or not finished):
             if old.pod is not pod:
                 # A newer object of the pod (our own status write coming back through the watch, a label):
                 # kept for `/pods`, but the status did not change, so its version stays and nothing is synced
                 # (upstream updateStatusInternal skips an equal status). A drift in the API's copy is the
                 # API sync's reconcile.
                 self._version += 1
-                self._statuses[uid] = VersionedStatus(pod, status, old.version)
+                self._statuses[uid] = VersionedStatus(pod, status, old.version, was_finished)
             return
         self._version += 1
-        self._statuses[uid] = VersionedStatus(pod, status, self._version)
+        self._statuses[uid] = VersionedStatus(pod, status, self._version, finished or was_finished)
         for listener in self._listeners:
             listener(pod, status)
 

@@ -351,15 +351,23 @@ class PodSyncer:
         await self.publish(view, state, st, terminal=True)
 
     async def sync_terminated_pod(self, view: PodView, st: PodSyncState) -> None:
-        """A terminated pod that is still wanted: nothing may run again; keep its status current."""
+        """A terminated pod that is still wanted (upstream SyncTerminatedPod): nothing may run again; the
+        final status, once the volumes are unmounted, goes through the status manager's terminate_pod. Later
+        passes write no status unless something had to be killed again: upstream's runs once."""
         uid = view.uid
         state = await self.observe(uid)
+        killed = False
         if state.running() or any(s.state.name == "READY" for s in state.sandboxes):
             await self.kill_pod(view, state, view.grace_period)
             state = await self.observe(uid)
+            killed = True
         # as upstream's volume manager once nothing of the pod runs: memory volumes give their memory back
         unmount_pod_volumes(self._root_dir, uid, self.containers.mounter)
+        entry = self._statuses.get(uid)
+        if entry is not None and entry.finished and not killed:
+            return
         await self.publish(view, state, st, terminal=True)
+        self._statuses.terminate_pod(view.raw)
 
     async def cleanup(self, view: PodView) -> bool:
         """The pod is gone from every source: remove its containers, sandboxes, logs, volumes and pod directory,

@@ -140,8 +140,7 @@ class PodWorker:
             for done in self._completed:
                 done.set()
             self._completed.clear()
-            if not self._removed:
-                return False
+            # upstream: SyncTerminatedPod follows at once (its final status is what allows the final DELETE)
         if self._removed:
             if await self._syncer.cleanup(self.view):
                 return True

@@ -97,6 +97,50 @@ async def test_api_pod_runs_reports_running_and_is_deleted_gracefully(
         await stop_and_clean(agent, docker)
 
 
+async def test_a_never_started_pod_is_deleted(
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    """Issue 27 item 2: `imagePullPolicy: Never` and no such image (ErrImageNeverPull), no container ever
+    created; a graceful DELETE ends in upstream SyncTerminatedPod → TerminatePod (the container terminated
+    137 ContainerStatusUnknown, the phase Failed) and the final DELETE (canBeDeleted), within seconds."""
+    agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    admin = api.admin()
+    agent.start()
+    try:
+        await agent.wait_for("the Node", lambda: _exists(admin, "nodes", agent.node), timeout=60)
+        await admin.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "never", "namespace": "default"},
+                            "spec": {"nodeName": agent.node, "automountServiceAccountToken": False,
+                                     "containers": [{"name": "main", "image": "minikubelet.invalid/never:1",
+                                                     "imagePullPolicy": "Never"}]}})
+
+        async def never_pulled() -> bool:
+            statuses = (await admin.get("pods", "never", "default")).get("status", {}).get("containerStatuses")
+            return bool(statuses) and statuses[0]["state"].get("waiting", {}).get("reason") == "ErrImageNeverPull"
+
+        await agent.wait_for("ErrImageNeverPull in the API", never_pulled, timeout=30)
+        since = api.store.rv
+        started = time.monotonic()
+        await admin.delete("pods", "never", "default", grace=30)
+
+        async def gone() -> bool:
+            return not await _exists(admin, "pods", "never", "default")
+
+        await agent.wait_for("the pod deleted for good", gone, timeout=15)
+        assert time.monotonic() - started < 8
+        writes = [c.obj for c in api.store.changes_since(since) if c.resource == "pods"]
+        final = writes[-1]  # the DELETE's object: the status of the node's last PATCH
+        assert final["metadata"]["deletionGracePeriodSeconds"] == 0
+        assert final["status"]["phase"] == "Failed"
+        terminated = final["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"], terminated["message"]) == (
+            137, "ContainerStatusUnknown", "The container could not be located when the pod was terminated")
+        node_writes = [(m, p) for u, m, p in api.handler.requests if u == f"system:node:{agent.node}"
+                       and p.split("?")[0].endswith(("/pods/never", "/pods/never/status")) and m != "GET"]
+        assert node_writes[-2:] == [("PATCH", "/api/v1/namespaces/default/pods/never/status"),
+                                    ("DELETE", "/api/v1/namespaces/default/pods/never")]
+    finally:
+        await stop_and_clean(agent, docker)
+
+
 async def _exists(admin: Any, plural: str, name: str, namespace: str = "") -> bool:
     try:
         await admin.get(plural, name, namespace)

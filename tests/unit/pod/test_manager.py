@@ -14,7 +14,7 @@ from cri.types import ContainerState
 from minikubelet.base.podview import Pod
 from minikubelet.node.labels import initial_node
 from minikubelet.pod.predicate import PredicateAdmitHandler
-from minikubelet.worker.lifecycle import PodLifecycle
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
 from tests.unit.fake_node import FakeNode, make_pod
 
 
@@ -62,6 +62,58 @@ async def test_max_pods_rejects_with_a_failed_status_and_an_event(node: FakeNode
     node.config.set_source_pods("file", pods[:2])
     await node.settle()
     assert node.statuses.get_pod_status("u2") is None
+
+
+async def test_a_terminating_pod_still_counts_against_max_pods(tmp_path: Path) -> None:
+    """upstream filterOutInactivePods (GetActivePods, admission's canAdmitPod): a pod deleted gracefully holds
+    its place while it runs out its grace; once its worker has terminated it (IsPodKnownTerminated) it no
+    longer counts, though the API server has not removed it yet."""
+    node = FakeNode(tmp_path, max_pods=1)
+    try:
+        node.runtime.program("app", Program(ignore_stop_signal=True))
+        first = make_pod(name="first", uid="a1", terminationGracePeriodSeconds=30)
+        node.config.set_source_pods("api", [first])
+        await node.settle()
+        assert node.phase("a1") == "Running"
+        deleting = _deleted(first, 10)
+        node.config.set_source_pods("api", [deleting])
+        await node.settle()
+        worker = node.workers.get("a1")
+        assert worker is not None and worker.lifecycle is PodLifecycle.TERMINATING
+        node.config.set_source_pods("api", [deleting, make_pod(name="second", uid="b1")])
+        await node.settle()
+        assert node.phase("b1") == "Failed" and "b1" not in node.workers
+        assert node.statuses.get_pod_status("b1")["message"] == (  # type: ignore[index]
+            "Pod was rejected: Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1")
+        await node.advance(11)  # SIGKILL at the end of the grace: terminated, still in the source
+        terminated = node.workers.get("a1")
+        assert terminated is not None and terminated.lifecycle is PodLifecycle.TERMINATED
+        assert "a1" in node.manager.desired
+        node.config.set_source_pods("api", [deleting, make_pod(name="third", uid="c1")])
+        await node.settle()
+        assert node.phase("c1") == "Running"
+    finally:
+        await node.close()
+
+
+async def test_an_evicted_pod_counts_against_max_pods_until_it_has_stopped(tmp_path: Path) -> None:
+    """upstream filterOutInactivePods: a pod already reported Failed (isAdmittedPodTerminal) still counts while
+    its termination runs (IsPodTerminationRequested)."""
+    node = FakeNode(tmp_path, max_pods=1)
+    try:
+        node.runtime.program("app", Program(ignore_stop_signal=True))
+        evicted = make_pod(name="evicted", uid="e1", terminationGracePeriodSeconds=30)
+        node.config.set_source_pods("api", [evicted])
+        await node.settle()
+        node.workers.update_pod(evicted, kill=KillPodOptions(
+            grace_override=10, status_fn=lambda s: s.update(phase="Failed", reason="Evicted")))
+        await node.settle()
+        assert node.phase("e1") == "Failed" and "running" in node.container_state("app", "e1")["state"]
+        node.config.set_source_pods("api", [evicted, make_pod(name="next", uid="n1")])
+        await node.settle()
+        assert node.phase("n1") == "Failed"
+    finally:
+        await node.close()
 
 
 async def test_orphans_left_by_an_earlier_agent_are_stopped_and_removed(node: FakeNode, tmp_path: Path) -> None:

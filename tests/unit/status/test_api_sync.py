@@ -164,13 +164,20 @@ async def test_final_delete_after_the_terminal_status_once_terminated(api_server
         assert [m for m, _, _ in _writes(client)] == ["PATCH", "PATCH"]
         assert not sync.needs_update(uid)  # until the worker has terminated the pod
         terminated.add(uid)
+        await sync.sync_pod(uid)  # nothing runs: the terminal phase is written, but the status is not final yet
+        assert [m for m, _, _ in _writes(client)] == ["PATCH", "PATCH", "PATCH"]
+        assert _writes(client)[-1][2]["status"]["phase"] == "Failed"
+        assert not sync.needs_update(uid)
+        # upstream canBeDeleted needs podIsFinished: the status TerminatePod wrote at the end of SyncTerminatedPod
+        statuses.terminate_pod(pod)
         assert sync.needs_update(uid)
         await sync.sync_pod(uid)
         method, path, body = _writes(client)[-1]
         assert (method, path) == ("DELETE", POD_PATH)
         assert body == {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                         "preconditions": {"uid": uid}}  # as kubelet-13
-        assert _writes(client)[-2][2]["status"]["phase"] == "Failed"
+        (cs,) = _writes(client)[-2][2]["status"]["containerStatuses"]
+        assert cs["state"]["terminated"]["reason"] == "ContainerStatusUnknown"
         assert (await admin.list("pods", "default"))["items"] == []
     finally:
         await client.close()
