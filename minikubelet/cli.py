@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cri.endpoint import speaks_docker_api
@@ -13,6 +14,7 @@ from minikubelet.base.quantity import to_bytes
 from minikubelet.config.flags import build_parser, flags_to_overrides
 from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config
 from minikubelet.logs import setup_logging
+from minikubelet.node.lockfile import AgentLocks, ContentionWatch, LockError, take_locks
 from minikubelet.node.rlimits import raise_nofile_limit
 
 if TYPE_CHECKING:
@@ -21,7 +23,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("minikubelet")
 
 
-async def _run(config: KubeletConfig, node_ip: str) -> int:
+async def exit_on_contention(watch: ContentionWatch, stop: Callable[[], None]) -> None:
+    """upstream watchForLockfileContention's goroutine: the first event (or a failed watch) ends the agent."""
+    try:
+        log.info("Inotify event", extra={"kv": {"event": await watch.wait()}})
+    except OSError as e:
+        log.error("inotify watcher error", extra={"kv": {"err": str(e)}})
+    stop()
+
+
+async def _run(config: KubeletConfig, node_ip: str, contention: ContentionWatch | None = None) -> int:
     from cri.docker import DockerRuntime
     from minikubelet.agent import Agent
 
@@ -36,11 +47,18 @@ async def _run(config: KubeletConfig, node_ip: str) -> int:
 
         # The sandbox image and log rotation are the CRI runtime's own configuration (sandbox_image, ...).
         runtime = RemoteRuntime(config.container_runtime_endpoint)
+    watcher: asyncio.Task[None] | None = None
     try:
         await runtime.connect()
         agent = Agent(config, runtime, node_ip=node_ip)
+        if contention is not None:
+            # events since the lock was taken wait in the inotify queue; a stop during start-up takes effect
+            # once the agent runs, as upstream's kubelet waits on its channel only after starting
+            watcher = asyncio.create_task(exit_on_contention(contention, agent.stop), name="lock-contention")
         await agent.run()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         await runtime.close()
     return 0
 
@@ -69,12 +87,30 @@ def main(argv: list[str] | None = None) -> int:
     # during a stats pass; 1 ms bounds that (docs/decisions.md).
     sys.setswitchinterval(0.001)
     try:
-        return asyncio.run(_run(config, getattr(ns, "node_ip", None) or ""))
+        locks = _locks(config)
+    except KeyboardInterrupt:  # while waiting for --lock-file
+        return 0
+    if locks is None:
+        return 1
+    try:
+        return asyncio.run(_run(config, getattr(ns, "node_ip", None) or "", locks.contention))
     except KeyboardInterrupt:
         return 0
     except Exception as e:
         log.error("minikubelet failed", extra={"kv": {"err": str(e) or type(e).__name__}})
         return 1
+    finally:
+        locks.release()
+
+
+def _locks(config: KubeletConfig) -> AgentLocks | None:
+    """--lock-file, then the rootDir lock (two agents on one rootDir and cgroupRoot remove each other's pod
+    cgroups as orphans); None, with the reason logged, when the agent must not start."""
+    try:
+        return take_locks(config.lock_file_path, config.exit_on_lock_contention, config.root_dir)
+    except LockError as e:
+        log.error("minikubelet failed", extra={"kv": {"err": str(e)}})
+        return None
 
 
 if __name__ == "__main__":

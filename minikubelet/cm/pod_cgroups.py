@@ -173,8 +173,16 @@ class PodCgroups:
         """
         if self.manager is None:
             return []
+        known = set(known_uids)
+        orphans = {uid: path for uid, path in sorted(self.manager.pod_cgroups().items()) if uid not in known}
+        if not orphans:
+            return []
+        # Before touching anything: a cgroup removed by mistake (another agent's on the same cgroupRoot) must
+        # be traceable to this line.
+        log.info("removing orphaned pod cgroups", extra={"kv": {
+            "count": len(orphans), "cgroups": " ".join(f"{uid}={path}" for uid, path in orphans.items())}})
         left = []
-        for uid in self.manager.orphans(known_uids):
+        for uid in orphans:
             if self.try_remove_pod(uid):
                 log.info("removed orphaned pod cgroup", extra={"kv": {"uid": uid}})
             else:

@@ -13,6 +13,16 @@ from minikubelet.config.kubelet_config import flag_fields
 # not given never overrides the file.
 _RUN_FLAGS = flag_fields()
 
+# Go's strconv.ParseBool, which pflag's bool flags use.
+_GO_BOOLS = {**dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+             **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False)}
+
+
+def _go_bool(text: str) -> bool:
+    if text not in _GO_BOOLS:
+        raise argparse.ArgumentTypeError(f"invalid boolean value {text!r} (true or false)")
+    return _GO_BOOLS[text]
+
 
 def build_parser(more_commands: Callable[[Any], None] | None = None) -> argparse.ArgumentParser:
     """`minikubelet run [flags]` and `minikubelet version`; `more_commands(subparsers)` adds the others."""
@@ -23,7 +33,11 @@ def build_parser(more_commands: Callable[[Any], None] | None = None) -> argparse
     run.add_argument("--config", default=None, help="KubeletConfiguration file (kubelet.config.k8s.io/v1beta1).")
     for flag, attr, kind, help_text in _RUN_FLAGS:
         names = [flag, "-v"] if flag == "--v" else [flag]
-        run.add_argument(*names, dest=attr, type=kind, default=None, help=help_text)
+        if kind is bool:  # as pflag: `--flag` alone is true, `--flag=false` turns it off
+            run.add_argument(*names, dest=attr, type=_go_bool, nargs="?", const=True, default=None,
+                             metavar="true|false", help=help_text)
+        else:
+            run.add_argument(*names, dest=attr, type=kind, default=None, help=help_text)
     sub.add_parser("version", help="Print the version and exit.")
     if more_commands is not None:
         more_commands(sub)

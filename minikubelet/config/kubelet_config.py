@@ -113,6 +113,8 @@ class KubeletConfig:
     shutdown_grace_period: float = 0.0
     shutdown_grace_period_critical_pods: float = 0.0
     shutdown_grace_period_by_pod_priority: tuple[ShutdownGracePeriodByPodPriority, ...] = ()
+    lock_file_path: str = ""  # upstream KubeletFlags.LockFilePath
+    exit_on_lock_contention: bool = False  # upstream KubeletFlags.ExitOnLockContention
 
 
 @dataclass(frozen=True)
@@ -721,6 +723,10 @@ _FIELDS = (
     _Field("shutdown_grace_period_critical_pods", "shutdownGracePeriodCriticalPods", None, _duration),
     _Field("shutdown_grace_period_by_pod_priority", "shutdownGracePeriodByPodPriority", None,
            _shutdown_grace_by_priority),
+    _Field("lock_file_path", None, "--lock-file", _string,
+           "File to hold an exclusive lock on while running; start-up waits while another process holds it."),
+    _Field("exit_on_lock_contention", None, "--exit-on-lock-contention", _bool,
+           "Exit (pods keep running) as soon as another process opens the --lock-file.", bool),
 )
 _BY_YAML = {f.yaml_name: f for f in _FIELDS if f.yaml_name}
 _BY_ATTR = {f.attr: f for f in _FIELDS}
@@ -820,6 +826,8 @@ def load_config(path: str | None, flags: Mapping[str, object]) -> tuple[KubeletC
     config = replace(KubeletConfig(), **values)  # type: ignore[arg-type]
     _check_gc_and_eviction(config)
     _validate_shutdown(config)
+    if config.exit_on_lock_contention and not config.lock_file_path:
+        raise ConfigError("cannot exit on lock file contention: no lock file specified")  # upstream's run()
     return config, warnings
 
 

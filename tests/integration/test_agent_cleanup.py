@@ -8,6 +8,7 @@ uids in static manifests must not let removal reach outside <rootDir>/pods.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,27 @@ async def test_a_hostile_explicit_uid_never_removes_anything_outside_the_pods_di
     assert {p.name for p in agent.base.iterdir()} <= {"manifests", "root", "pod-logs", "container-logs", "config.yaml", "agent.log",
                                                       "victim-dir"}
     assert {"marker", "pods"} <= {p.name for p in agent.root.iterdir()}
+
+
+async def test_a_second_agent_on_the_same_root_dir_and_cgroup_root_refuses_to_start(agent: AgentProcess) -> None:
+    """Two agents on one rootDir / cgroupRoot remove each other's pod cgroups as orphans: the second one stops
+    at its rootDir lock, before it touches the runtime or a cgroup, and the first runs on."""
+    agent.start()
+    await agent.wait_up()
+    assert agent.proc is not None
+    second = AgentProcess(agent.base / "second", agent.docker_host)
+    second.root, second.cgroup_root = agent.root, agent.cgroup_root  # its own ports, node name and manifests
+    try:
+        second.start()
+        assert second.proc is not None
+        code = await asyncio.to_thread(second.proc.wait, 15)
+        assert code == 1, second.log()
+        assert (f"rootDir {agent.root} is in use by another minikubelet (pid {agent.proc.pid}); each agent needs "
+                "its own rootDir and cgroupRoot") in second.log()
+        assert "Traceback" not in second.log()
+    finally:
+        second.stop()
+        if second._log_fh is not None:
+            second._log_fh.close()
+    assert agent.proc.poll() is None
+    assert (await agent.get_text("/healthz"))[0] == 200

@@ -24,6 +24,12 @@ def test_bad_config_exits_2_naming_the_field(tmp_path: Path, capsys: pytest.Capt
     assert "readOnlyPort" in capsys.readouterr().err
 
 
+def test_exit_on_lock_contention_without_a_lock_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--exit-on-lock-contention"]) == 2
+    assert capsys.readouterr().err == ("minikubelet: invalid configuration: cannot exit on lock file contention: "
+                                       "no lock file specified\n")
+
+
 def test_bad_flag_exits_2() -> None:
     r = subprocess.run([sys.executable, "-m", "minikubelet", "run", "--max-pods", "lots"], capture_output=True)
     assert r.returncode == 2
@@ -32,7 +38,8 @@ def test_bad_flag_exits_2() -> None:
 def test_help_lists_kubelet_flags() -> None:
     r = subprocess.run([sys.executable, "-m", "minikubelet", "run", "--help"], capture_output=True, text=True)
     assert r.returncode == 0
-    for flag in ("--config", "--hostname-override", "--pod-manifest-path", "--root-dir", "--kubeconfig", "--v"):
+    for flag in ("--config", "--hostname-override", "--pod-manifest-path", "--root-dir", "--kubeconfig", "--v",
+                 "--lock-file", "--exit-on-lock-contention"):
         assert flag in r.stdout
 
 

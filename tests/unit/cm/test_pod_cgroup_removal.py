@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,42 @@ def test_orphan_sweep_removes_unknown_empty_pods_only(pcg: PodCgroups, root: Pat
     assert pcg.cleanup_orphans([]) == [UID_B]
     assert not pod_dir(root, UID_A).exists() and pod_dir(root, UID_B).is_dir()
     assert pcg.cleanup_orphans([UID_B]) == [] and pod_dir(root, UID_B).is_dir()
+
+
+def test_orphan_sweep_logs_every_orphan_in_one_line_before_removing_any(pcg: PodCgroups, root: Path) -> None:
+    """upstream cleanupOrphanedPodCgroups logs each orphan before removing it; here one line lists them all, so
+    a cgroup removed by mistake (another agent's on the same cgroupRoot) can be traced."""
+    pcg.ensure_pod(pod([ctr()], uid=UID_A))
+    pcg.ensure_pod(pod([ctr()], uid=UID_B))
+    seen: list[tuple[str, bool, bool]] = []
+
+    class Before(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append((record.getMessage(), pod_dir(root, UID_A).is_dir(), pod_dir(root, UID_B).is_dir()))
+
+    handler = Before()
+    logger = logging.getLogger("minikubelet.cgroups")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        assert pcg.cleanup_orphans([]) == []
+        assert pcg.cleanup_orphans([]) == []  # nothing left: no line
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert seen[0] == ("removing orphaned pod cgroups", True, True)
+    assert [m for m, _, _ in seen] == ["removing orphaned pod cgroups", *["removed orphaned pod cgroup"] * 2]
+
+
+def test_the_orphan_line_names_each_uid_and_path(pcg: PodCgroups, root: Path, caplog: pytest.LogCaptureFixture) -> None:
+    pcg.ensure_pod(pod([ctr()], uid=UID_B))
+    pcg.ensure_pod(pod([ctr()], uid=UID_A))
+    with caplog.at_level(logging.INFO, "minikubelet.cgroups"):
+        pcg.cleanup_orphans([])
+    [line] = [r for r in caplog.records if r.getMessage() == "removing orphaned pod cgroups"]
+    assert line.kv == {"count": 2, "cgroups": (  # type: ignore[attr-defined]
+        f"{UID_A}=/r/kubepods/besteffort/pod{UID_A} {UID_B}=/r/kubepods/besteffort/pod{UID_B}")}
 
 
 def test_a_uid_that_is_not_one_path_component_gets_no_cgroup(pcg: PodCgroups, root: Path) -> None:

@@ -383,3 +383,37 @@ def test_pod_network_flags(tmp_path: Path) -> None:
         load_config(None, {"pod_network": "flannel"})
     with pytest.raises(ConfigError, match=re.escape("--non-masquerade-cidr: must be a CIDR like 10.0.0.0/8, got '10.0.0.0/33'")):
         load_config(None, {"non_masquerade_cidr": "10.0.0.0/33"})
+
+
+def test_lock_file_flags_are_kubelet_flags_with_pflags_bool_syntax() -> None:
+    """upstream KubeletFlags.LockFilePath / ExitOnLockContention (--lock-file, --exit-on-lock-contention)."""
+    def overrides(*args: str) -> dict[str, object]:
+        return flags_to_overrides(build_parser().parse_args(["run", *args]))
+
+    assert overrides("--lock-file", "/run/k.lock", "--exit-on-lock-contention") == {
+        "lock_file_path": "/run/k.lock", "exit_on_lock_contention": True}
+    assert overrides("--lock-file=/run/k.lock", "--exit-on-lock-contention=false") == {
+        "lock_file_path": "/run/k.lock", "exit_on_lock_contention": False}
+    assert overrides("--exit-on-lock-contention", "T", "--lock-file", "k.lock") == {
+        "lock_file_path": "k.lock", "exit_on_lock_contention": True}
+    assert overrides() == {}
+    with pytest.raises(SystemExit):
+        overrides("--exit-on-lock-contention=maybe")
+    config, _ = load_config(None, overrides("--lock-file", "/run/k.lock", "--exit-on-lock-contention"))
+    assert config.lock_file_path == "/run/k.lock" and config.exit_on_lock_contention is True
+    assert (KubeletConfig().lock_file_path, KubeletConfig().exit_on_lock_contention) == ("", False)
+
+
+def test_exit_on_lock_contention_needs_a_lock_file() -> None:
+    """upstream run(): "cannot exit on lock file contention: no lock file specified"."""
+    with pytest.raises(ConfigError, match=r"^cannot exit on lock file contention: no lock file specified$"):
+        load_config(None, {"exit_on_lock_contention": True})
+    load_config(None, {"exit_on_lock_contention": False})
+
+
+def test_lock_file_settings_are_not_configuration_file_fields(tmp_path: Path) -> None:
+    path = write(tmp_path, "lockFile: /run/k.lock\nexitOnLockContention: true\n")
+    config, warnings = load_config(path, {})
+    assert config.lock_file_path == "" and config.exit_on_lock_contention is False
+    assert f"unknown field 'lockFile' in {path}" in warnings
+    assert f"unknown field 'exitOnLockContention' in {path}" in warnings
