@@ -112,7 +112,8 @@ def set_daemon_endpoints(node: Json, inputs: NodeStatusInputs) -> None:
 
 
 def set_images(node: Json, inputs: NodeStatusInputs) -> None:
-    ordered = sorted(inputs.images, key=lambda i: i.size, reverse=True)[:MAX_IMAGES]
+    # sliceutils.ByImageSize, as the image cache keeps the list: size, then image ID, both descending
+    ordered = sorted(inputs.images, key=lambda i: (i.size, i.id), reverse=True)[:MAX_IMAGES]
     node.setdefault("status", {})["images"] = [
         {"names": [*i.repo_digests, *i.repo_tags][:MAX_NAMES_PER_IMAGE], "sizeBytes": i.size} for i in ordered
     ]

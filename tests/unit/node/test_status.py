@@ -165,3 +165,14 @@ def test_get_node_allocatable_reservation_hard_eviction_reservation(
     status = node["status"]
     assert isinstance(status, dict)
     assert status["allocatable"][resource] == want
+
+
+def test_images_by_image_size_ties_broken_by_id_descending_before_the_cap() -> None:
+    """sliceutils.ByImageSize (the image cache's order): size descending, equal sizes by image ID descending;
+    setters.go Images then keeps the first nodeStatusMaxImages (50)."""
+    same = [Image(id=f"sha256:{i:02d}", repo_tags=(f"r{i}:t",), size=7) for i in range(55)]
+    big = Image(id="sha256:00", repo_tags=("big:t",), size=8)
+    node: dict[str, object] = {}
+    set_node_status(node, inputs(images=[*same, big]), T0)
+    listed = node["status"]["images"]  # type: ignore[index]
+    assert [i["names"] for i in listed] == [["big:t"], *([f"r{i}:t"] for i in range(54, 5, -1))]
