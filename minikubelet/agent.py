@@ -545,12 +545,13 @@ class Agent:
         cfg = self.config
         runtime_type, runtime_version = "docker", ""
         condition_errs: tuple[str, ...] = ()
+        condition_network_errs: tuple[str, ...] = ()
         try:
             version = await asyncio.wait_for(self.runtime.version(), timeout=5.0)
             runtime_type, runtime_version = version.runtime_name, version.runtime_version
             runtime_ready = True
             if self.conditions is not None:
-                runtime_ready, condition_errs = condition_errors(
+                runtime_ready, condition_errs, condition_network_errs = condition_errors(
                     await asyncio.wait_for(self.conditions.status(), timeout=5.0))
             if runtime_ready:
                 self._runtime_ok = self.clock.monotonic()
@@ -572,9 +573,9 @@ class Agent:
             kubelet_version=KUBERNETES_VERSION, images=images,
             kubelet_port=self.config.port if self.config.port > 0 else KUBELET_PORT,
             declared_features=declared_features(self.config.feature_gates),
-            runtime_errors=(*self.runtime_errors(), *condition_errs,
-                            *(self.shutdown.errors() if self.shutdown is not None else ())),
-            network_errors=self.pod_network.errors() if self.pod_network is not None else (),
+            runtime_errors=(*self.runtime_errors(), *condition_errs),
+            network_errors=(*condition_network_errs, *(self.pod_network.errors() if self.pod_network is not None else ())),
+            shutdown_errors=self.shutdown.errors() if self.shutdown is not None else (),
             memory_pressure=self.eviction.memory_pressure, disk_pressure=self.eviction.disk_pressure,
             pid_pressure=self.eviction.pid_pressure,
         )

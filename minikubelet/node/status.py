@@ -52,6 +52,7 @@ class NodeStatusInputs:
     pid_pressure: bool = False
     runtime_errors: tuple[str, ...] = ()  # container runtime down, PLEG unhealthy, ...
     network_errors: tuple[str, ...] = ()  # the runtime's pod network not ready
+    shutdown_errors: tuple[str, ...] = ()  # the node is shutting down
     declared_features: tuple[str, ...] = ()
 
 
@@ -182,12 +183,15 @@ def set_pressure_condition(node: Json, kind: str, pressure: bool, now: str, even
 
 
 def _aggregate(errors: Sequence[str]) -> str:
-    """apimachinery's errors.NewAggregate(...).Error()."""
-    return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    """apimachinery's errors.NewAggregate(...).Error() of nested aggregates: flattened, repeats dropped,
+    bracketed when more than one message is left."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
 def set_ready_condition(node: Json, inputs: NodeStatusInputs, now: str, events: list[tuple[str, str]]) -> None:
-    errors = [*inputs.runtime_errors, *inputs.network_errors]
+    # ReadyCondition's order: runtime, network, (storage,) node shutdown, then missing capacity
+    errors = [*inputs.runtime_errors, *inputs.network_errors, *inputs.shutdown_errors]
     capacity = node.get("status", {}).get("capacity") or {}
     missing = [r for r in _REQUIRED_CAPACITY if r not in capacity]
     if missing:

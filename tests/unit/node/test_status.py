@@ -6,6 +6,7 @@ from fractions import Fraction
 import pytest
 
 from cgroups.allocatable import hard_eviction_reservation
+from cri.conditions import RuntimeCondition, condition_errors
 from cri.types import Image
 from minikubelet.node.machine import MachineInfo
 from minikubelet.node.status import (
@@ -176,3 +177,26 @@ def test_images_by_image_size_ties_broken_by_id_descending_before_the_cap() -> N
     set_node_status(node, inputs(images=[*same, big]), T0)
     listed = node["status"]["images"]  # type: ignore[index]
     assert [i["names"] for i in listed] == [["big:t"], *([f"r{i}:t"] for i in range(54, 5, -1))]
+
+
+def test_ready_condition_runtime_errors_before_network_errors() -> None:
+    """setters.go ReadyCondition aggregates runtimeErrors, networkErrors, storage and node shutdown errors in that
+    order; updateRuntimeUp puts the CRI's RuntimeReady into the first and NetworkReady into the second."""
+    from minikubelet.nodeshutdown.groups import NODE_SHUTTING_DOWN
+
+    ready, runtime_errs, network_errs = condition_errors([
+        RuntimeCondition("NetworkReady", False, "NetworkPluginNotReady", "cni plugin not initialized"),
+        RuntimeCondition("RuntimeReady", False, "RuntimeDown", "socket gone")])
+    assert not ready
+    node: dict[str, object] = {}
+    set_node_status(node, inputs(runtime_errors=(*runtime_errors(300.0, 200.0, 250.0), *runtime_errs),
+                                 network_errors=network_errs, shutdown_errors=(NODE_SHUTTING_DOWN,)), T0)
+    assert node["status"]["conditions"][3]["message"] == (  # type: ignore[index]
+        "[container runtime is down, "
+        "container runtime not ready: RuntimeReady=false reason:RuntimeDown message:socket gone, "
+        "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+        "message:cni plugin not initialized, "
+        f"{NODE_SHUTTING_DOWN}]")
+    set_node_status(node, inputs(runtime_errors=("container runtime is down",),
+                                 network_errors=("container runtime is down",)), T0)
+    assert node["status"]["conditions"][3]["message"] == "container runtime is down"  # type: ignore[index]
