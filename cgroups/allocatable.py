@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from fractions import Fraction
 
-from minikubelet.base.quantity import parse_quantity
+from minikubelet.base.quantity import parse_percentage, parse_quantity, percentage_of
 
 # Hard eviction signals that reserve a node resource, and which resource.
 _EVICTION_SIGNAL_RESOURCE = {
@@ -22,7 +21,8 @@ def parse_resource_list(raw: Mapping[str, object]) -> dict[str, Fraction]:
 def hard_eviction_reservation(
     eviction_hard: Mapping[str, str], capacity: Mapping[str, Fraction]
 ) -> dict[str, Fraction]:
-    """What the hard eviction thresholds hold back, per resource ("10%" is of capacity)."""
+    """What the hard eviction thresholds hold back, per resource (upstream cm hardEvictionReservation with
+    GetThresholdQuantity: "10%" is a float32 fraction of capacity, so 10% of 52521566208 is 5252156699)."""
     result: dict[str, Fraction] = {}
     for signal, threshold in eviction_hard.items():
         resource = _EVICTION_SIGNAL_RESOURCE.get(signal)
@@ -30,8 +30,7 @@ def hard_eviction_reservation(
             continue
         text = threshold.strip()
         if text.endswith("%"):
-            # Upstream: int64(float64(capacity) * percentage), truncated.
-            value = Fraction(math.trunc(float(capacity[resource]) * float(text[:-1]) / 100))
+            value = Fraction(percentage_of(capacity[resource], parse_percentage(text)))
         else:
             value = parse_quantity(text)
         result[resource] = result.get(resource, Fraction(0)) + value

@@ -29,16 +29,16 @@ class ConditionsRuntime(Protocol):
         """The runtime's conditions (CRI Status)."""
 
 
-def condition_errors(conditions: list[RuntimeCondition]) -> tuple[bool, tuple[str, ...]]:
-    """(runtime ready, the errors for the node's Ready condition), as the kubelet's updateRuntimeUp sets them:
-    the network error, then the runtime's. A missing condition counts as not ready (Go prints it `<nil>`)."""
+def condition_errors(conditions: list[RuntimeCondition]) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+    """(runtime ready, runtime error, network error) as the kubelet's updateRuntimeUp sets them apart in its
+    runtimeState (setRuntimeState / setNetworkState): the node's Ready condition lists the runtime's errors
+    before the network's. A missing condition counts as not ready (Go prints it `<nil>`)."""
     by_type = {c.type: c for c in conditions}
-    errors = []
     network = by_type.get(NETWORK_READY)
-    if network is None or not network.status:
-        errors.append(f"container runtime network not ready: {network if network is not None else '<nil>'}")
+    network_errors = () if network is not None and network.status else (
+        f"container runtime network not ready: {network if network is not None else '<nil>'}",)
     runtime = by_type.get(RUNTIME_READY)
     runtime_ready = runtime is not None and runtime.status
-    if not runtime_ready:
-        errors.append(f"container runtime not ready: {runtime if runtime is not None else '<nil>'}")
-    return runtime_ready, tuple(errors)
+    runtime_errors = () if runtime_ready else (
+        f"container runtime not ready: {runtime if runtime is not None else '<nil>'}",)
+    return runtime_ready, runtime_errors, network_errors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from fractions import Fraction
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -89,3 +90,19 @@ def format_quantity(value: Fraction, binary: bool = False) -> str:
 def is_binary(text: object) -> bool:
     """Whether a quantity was written with a binary suffix (Ki … Ei): its sums keep that format."""
     return isinstance(text, str) and text.endswith(tuple(_BINARY))
+
+
+def float32(x: float) -> float:
+    """x rounded to a Go float32 (one rounding of a float64 operation on float32s is exact, as Go's)."""
+    return float(struct.unpack("f", struct.pack("f", x))[0])
+
+
+def parse_percentage(text: str) -> float:
+    """Upstream eviction parsePercentage: "10%" -> float32(10) / 100, a float32 (0.100000001490116…), which
+    shows in every quantity taken of a capacity. Raises ValueError on a bad number."""
+    return float32(float32(float(text.rstrip("%"))) / 100)
+
+
+def percentage_of(capacity: Fraction, percentage: float) -> int:
+    """Upstream GetThresholdQuantity: int64(float64(capacity.Value()) * float64(percentage)), truncated."""
+    return math.trunc(float(math.ceil(capacity)) * percentage)

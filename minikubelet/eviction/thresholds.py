@@ -8,12 +8,11 @@ once. A minimum reclaim raises the bar for leaving the met state.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from minikubelet.base.quantity import format_quantity, is_binary, parse_quantity
+from minikubelet.base.quantity import format_quantity, is_binary, parse_percentage, parse_quantity, percentage_of
 from minikubelet.config.kubelet_config import parse_duration
 
 MEMORY_AVAILABLE = "memory.available"
@@ -57,11 +56,6 @@ class ThresholdError(ValueError):
     """A threshold statement upstream's ParseThresholdConfig refuses."""
 
 
-def _float32(x: float) -> float:
-    """Upstream keeps percentages in a float32: 10% is 0.100000001490116…, which shows in the quantities."""
-    return float(struct.unpack("f", struct.pack("f", x))[0])
-
-
 @dataclass(frozen=True)
 class Value:
     """Exactly one of `quantity` (with the text it was written as, for printing) or `percentage` (0..1)."""
@@ -74,7 +68,7 @@ class Value:
         """GetThresholdQuantity: the quantity, or int64(capacity * percentage) truncated."""
         if self.quantity is not None:
             return math.ceil(self.quantity)
-        return math.trunc(float(capacity) * self.percentage)
+        return percentage_of(Fraction(capacity), self.percentage)
 
     def format(self, capacity: int) -> str:
         if self.quantity is not None:
@@ -100,7 +94,7 @@ class Threshold:
 
 def _percentage(text: str) -> float:
     try:
-        return _float32(float(text[:-1]) / 100)
+        return parse_percentage(text)
     except ValueError:
         raise ThresholdError(f"invalid percentage {text!r}") from None
 

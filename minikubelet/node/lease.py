@@ -4,7 +4,9 @@
 Every renew interval (a quarter of `nodeLeaseDurationSeconds`, jittered by 4 %) the last lease we wrote
 is PUT back with a new renewTime. When that fails, the lease is read (and created if missing) with a
 backoff of 200 ms doubling to 7 s, then updated; a 409 re-reads it. The owner reference to the Node is
-set once the Node exists; until then the lease is not created, as upstream.
+set once the Node exists; until then the lease is not created, as upstream. An existing lease is renewed
+whether or not the Node can be read (upstream's update ignores the owner hook's error), so after
+`kubectl delete node` it keeps being renewed until the garbage collector removes it with its owner.
 """
 
 from __future__ import annotations
@@ -89,24 +91,27 @@ class NodeLease:
     async def _retry_update(self, base: Json) -> None:
         last: Exception | None = None
         for _ in range(MAX_UPDATE_RETRIES):
-            lease = await self._new_lease(base)
-            if lease is not None:
-                try:
-                    self.latest = await self.client.request("PUT", f"{self.path}/{self.node_name}", query=_QUERY,
-                                                            body=lease)
-                    return
-                except (ApiError, TransportError) as e:
-                    last = e
-                    log.info("failed to update lease", extra={"kv": {"err": str(e)}})
-                    if isinstance(e, ApiError) and e.conflict:
-                        fresh, _ = await self._backoff_ensure()
-                        if fresh is not None:
-                            base = fresh
-                        continue
+            lease, _owned = await self._new_lease_owned(base)
+            try:
+                self.latest = await self.client.request("PUT", f"{self.path}/{self.node_name}", query=_QUERY,
+                                                        body=lease)
+                return
+            except (ApiError, TransportError) as e:
+                last = e
+                log.info("failed to update lease", extra={"kv": {"err": str(e)}})
+                if isinstance(e, ApiError) and e.conflict:
+                    fresh, _ = await self._backoff_ensure()
+                    if fresh is not None:
+                        base = fresh
         raise last if last is not None else TransportError(f"failed {MAX_UPDATE_RETRIES} attempts to update lease")
 
     async def _new_lease(self, base: Json | None) -> Json | None:
         """Upstream newLease + the kubelet's SetNodeOwnerFunc; None while the Node cannot be read."""
+        lease, owned = await self._new_lease_owned(base)
+        return lease if owned else None
+
+    async def _new_lease_owned(self, base: Json | None) -> tuple[Json, bool]:
+        """The lease, and False when it needs an owner reference the Node could not be read for."""
         if base is None:
             lease: Json = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                            "metadata": {"name": self.node_name, "namespace": NAMESPACE},
@@ -124,7 +129,7 @@ class NodeLease:
             except (ApiError, TransportError) as e:
                 log.info("failed to get node when trying to set owner ref to the node lease",
                          extra={"kv": {"node": self.node_name, "err": str(e)}})
-                return None
+                return lease, False
             lease["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": self.node_name,
                                                      "uid": node["metadata"]["uid"]}]
-        return lease
+        return lease, True

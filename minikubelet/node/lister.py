@@ -5,7 +5,7 @@ A list, then a watch, of `nodes` with `fieldSelector=metadata.name=<node>` (the 
 watch; the Node authorizer lets a node read only its own Node). Admission then sees the labels and
 taints as they are in the API (`kubectl label` / `kubectl taint` included) and the allocatable the node
 reports, not the ones the agent was started with. Like upstream's cached node, the last Node seen stays
-in use while the object is missing (deleted, about to be registered again); before any was seen the
+in use while the object is missing (deleted); before any was seen the
 caller falls back to the locally built node (upstream getNodeAnyWay → initialNode).
 
 `node_from_api` is pure: a field of the wrong shape is skipped with the rest kept, so a hostile or broken
@@ -135,7 +135,7 @@ class NodeLister:
             self._put(event.object)
         else:
             self._object = None
-        # DELETED: keep the last one (upstream's cached node) until the Node is registered again
+        # DELETED: keep the last one (upstream's cached node) until the Node is back
         self.synced.set()
 
     def _put(self, obj: Json) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from cri.types import Image
 from minikubelet.base.durations import go_duration
 from minikubelet.base.kubetime import rfc3339
+from minikubelet.base.quantity import format_quantity
 from minikubelet.node.labels import NODE_OS, go_arch
 from minikubelet.node.machine import MachineInfo
 
@@ -32,8 +33,6 @@ MAX_IMAGES = 50  # nodeStatusMaxImages
 MAX_NAMES_PER_IMAGE = 5
 CONDITION_ORDER = ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
 _REQUIRED_CAPACITY = ("cpu", "memory", "pods", "ephemeral-storage")
-_BINARY = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10))
-_DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
 
 
 @dataclass(frozen=True)
@@ -53,29 +52,18 @@ class NodeStatusInputs:
     pid_pressure: bool = False
     runtime_errors: tuple[str, ...] = ()  # container runtime down, PLEG unhealthy, ...
     network_errors: tuple[str, ...] = ()  # the runtime's pod network not ready
+    shutdown_errors: tuple[str, ...] = ()  # the node is shutting down
     declared_features: tuple[str, ...] = ()
 
 
 def binary_si(value: Fraction) -> str:
-    """resource.Quantity's canonical BinarySI form: the largest power of 1024 that divides, else decimal."""
-    n = int(value)
-    if n != value:
-        return decimal_si(value)
-    for suffix, size in _BINARY:
-        if n and n % size == 0:
-            return f"{n // size}{suffix}"
-    return decimal_si(value)
+    """resource.Quantity's canonical BinarySI String(): the largest power of 1024 that divides a whole number
+    of at least 1024, else the plain integer (15598016000); a fraction or a number below 1024 as DecimalSI."""
+    return format_quantity(value, binary=True)
 
 
 def decimal_si(value: Fraction) -> str:
-    n = int(value)
-    if n != value:
-        milli = int(value * 1000)
-        return f"{milli}m"
-    for suffix, size in _DECIMAL:
-        if n and n % size == 0:
-            return f"{n // size}{suffix}"
-    return str(n)
+    return format_quantity(value)
 
 
 def _format(resource: str, value: Fraction) -> str:
@@ -125,7 +113,8 @@ def set_daemon_endpoints(node: Json, inputs: NodeStatusInputs) -> None:
 
 
 def set_images(node: Json, inputs: NodeStatusInputs) -> None:
-    ordered = sorted(inputs.images, key=lambda i: i.size, reverse=True)[:MAX_IMAGES]
+    # sliceutils.ByImageSize, as the image cache keeps the list: size, then image ID, both descending
+    ordered = sorted(inputs.images, key=lambda i: (i.size, i.id), reverse=True)[:MAX_IMAGES]
     node.setdefault("status", {})["images"] = [
         {"names": [*i.repo_digests, *i.repo_tags][:MAX_NAMES_PER_IMAGE], "sizeBytes": i.size} for i in ordered
     ]
@@ -194,12 +183,15 @@ def set_pressure_condition(node: Json, kind: str, pressure: bool, now: str, even
 
 
 def _aggregate(errors: Sequence[str]) -> str:
-    """apimachinery's errors.NewAggregate(...).Error()."""
-    return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
+    """apimachinery's errors.NewAggregate(...).Error() of nested aggregates: flattened, repeats dropped,
+    bracketed when more than one message is left."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
 def set_ready_condition(node: Json, inputs: NodeStatusInputs, now: str, events: list[tuple[str, str]]) -> None:
-    errors = [*inputs.runtime_errors, *inputs.network_errors]
+    # ReadyCondition's order: runtime, network, (storage,) node shutdown, then missing capacity
+    errors = [*inputs.runtime_errors, *inputs.network_errors, *inputs.shutdown_errors]
     capacity = node.get("status", {}).get("capacity") or {}
     missing = [r for r in _REQUIRED_CAPACITY if r not in capacity]
     if missing:

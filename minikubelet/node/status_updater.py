@@ -6,7 +6,9 @@ API server has it: on the first try the Node in the node informer's cache (`cach
 it (upstream: retries are served from the API server); it is sent as a strategic merge PATCH to `nodes/<name>/status` only when something
 other than the heartbeat times changed, or when `nodeStatusReportFrequency` passed since the last report
 (the first report after a change or a start is shifted by a random ±50 % of that period, as upstream
-spreads nodes' reports). Five attempts per round. A Node that disappeared is registered again.
+spreads nodes' reports). Five attempts per round. The Node is registered once per process (upstream's
+registrationCompleted): one deleted with `kubectl delete node` stays gone, each round failing with not found,
+until the agent restarts.
 """
 
 from __future__ import annotations
@@ -80,11 +82,6 @@ class NodeStatusUpdater:
                 return
             except (ApiError, TransportError) as e:
                 log.warning("error updating node status, will retry", extra={"kv": {"err": str(e)}})
-                if isinstance(e, ApiError) and e.not_found:
-                    log.warning("the node is gone; registering it again", extra={"kv": {
-                        "node": self.registration.node_name}})
-                    self.registered = False
-                    return
         log.error("update node status exceeds retry count")
 
     def _period_expired(self) -> bool:

@@ -42,12 +42,13 @@ class NodeStatusReader:
         cfg = self._config
         runtime_type, runtime_version = "docker", ""
         condition_errs: tuple[str, ...] = ()
+        condition_network_errs: tuple[str, ...] = ()
         try:
             version = await asyncio.wait_for(self._runtime.version(), timeout=5.0)
             runtime_type, runtime_version = version.runtime_name, version.runtime_version
             runtime_ready = True
             if self._conditions is not None:
-                runtime_ready, condition_errs = condition_errors(
+                runtime_ready, condition_errs, condition_network_errs = condition_errors(
                     await asyncio.wait_for(self._conditions.status(), timeout=5.0))
             if runtime_ready:
                 self._health.mark_ok()
@@ -70,8 +71,9 @@ class NodeStatusReader:
             kubelet_version=KUBERNETES_VERSION, images=images,
             kubelet_port=cfg.port if cfg.port > 0 else KUBELET_PORT,
             declared_features=declared_features(cfg.feature_gates),
-            runtime_errors=(*self._health.runtime_errors(), *condition_errs, *self._shutdown_errors()),
-            network_errors=self._network_errors(),
+            runtime_errors=(*self._health.runtime_errors(), *condition_errs),
+            network_errors=(*condition_network_errs, *self._network_errors()),
+            shutdown_errors=self._shutdown_errors(),
             memory_pressure=eviction.memory_pressure, disk_pressure=eviction.disk_pressure,
             pid_pressure=eviction.pid_pressure,
         )

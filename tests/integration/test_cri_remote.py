@@ -175,7 +175,7 @@ async def test_images_status_config_and_conditions(remote_runtime: RemoteRuntime
     assert (version.runtime_name, version.runtime_api_version) == ("containerd", "v1")
     assert version.container_id_scheme == "containerd://"
     assert (await rt.runtime_config()).cgroup_driver == "cgroupfs"  # from the 1.6 verbose Status
-    assert condition_errors(await rt.status()) == (True, ())
+    assert condition_errors(await rt.status()) == (True, (), ())
 
     busybox = await rt.image_status(BUSYBOX_IMAGE)
     assert busybox is not None and busybox.id.startswith("sha256:") and BUSYBOX_IMAGE in busybox.repo_tags

@@ -89,3 +89,42 @@ async def test_server_errors_back_off_until_the_lease_is_there(api_server: ApiSe
         assert rule.hits == 6 and lease.latest is not None
     finally:
         await client.close()
+
+
+async def test_sync_lease_keeps_renewing_after_kubectl_delete_node(api_server: ApiServer, tmp_path: Path) -> None:
+    """Upstream's lease controller renews the lease it has (the owner reference already set) whether or not the
+    Node is still there; the garbage collector, not the kubelet, removes a lease whose owner is gone."""
+    clock = FakeClock()
+    client = client_for(api_server, api_server.node_identity("n1"), tmp_path, clock)
+    node = await client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+    lease = NodeLease(client, clock, "n1")
+    try:
+        await lease.sync()
+        await api_server.admin().delete("nodes", "n1")
+        clock.advance(10)
+        await lease.sync()
+        assert lease_calls(api_server) == ["GET", "POST", "PUT"]
+        stored = await api_server.admin().get("leases", "n1", NAMESPACE, "coordination.k8s.io/v1")
+        assert stored["spec"]["renewTime"] == micro_time(clock.now())
+        assert stored["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+    finally:
+        await client.close()
+
+
+async def test_retry_update_lease_renews_an_unowned_lease_without_the_node(api_server: ApiServer,
+                                                                          tmp_path: Path) -> None:
+    """Upstream retryUpdateLease ignores newLease's owner-reference error: an existing lease is renewed even
+    while its Node cannot be read (only a missing lease waits for the Node)."""
+    await api_server.admin().create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {
+        "name": "n1", "namespace": NAMESPACE}, "spec": {"holderIdentity": "n1"}})
+    clock = FakeClock()
+    client = client_for(api_server, api_server.node_identity("n1"), tmp_path, clock)
+    lease = NodeLease(client, clock, "n1")
+    try:
+        await lease.sync()
+        assert lease_calls(api_server) == ["GET", "PUT"]
+        stored = await api_server.admin().get("leases", "n1", NAMESPACE, "coordination.k8s.io/v1")
+        assert stored["spec"]["renewTime"] == micro_time(clock.now())
+        assert not stored["metadata"].get("ownerReferences")
+    finally:
+        await client.close()

@@ -3,11 +3,16 @@ from __future__ import annotations
 import copy
 from fractions import Fraction
 
+import pytest
+
+from cgroups.allocatable import hard_eviction_reservation
+from cri.conditions import RuntimeCondition, condition_errors
 from cri.types import Image
 from minikubelet.node.machine import MachineInfo
 from minikubelet.node.status import (
     KUBELET_PORT,
     NodeStatusInputs,
+    binary_si,
     node_status_has_changed,
     runtime_errors,
     set_node_status,
@@ -126,3 +131,72 @@ def test_pod_network_not_ready_makes_the_node_not_ready_with_the_runtimes_condit
         "message:docker: network plugin is not ready: Kubenet does not have netConfig. "
         "This is most likely due to lack of PodCIDR")
     assert set_node_status(node, inputs(), T0 + 10) == [("Normal", "NodeReady")]
+
+
+@pytest.mark.parametrize(("value", "want"), [
+    (Fraction(15598016000), "15598016000"),  # 1024 does not divide it: the plain integer, not 15598016k
+    (Fraction(8 * GI), "8Gi"),
+    (Fraction(1 << 20), "1Mi"),
+    (Fraction(1536), "1536"),
+    (Fraction(1000), "1k"),  # below 1024 BinarySI prints as DecimalSI
+    (Fraction(123), "123"),
+    (Fraction(3, 2), "1500m"),  # not a whole number: DecimalSI
+    (Fraction(0), "0"),
+])
+def test_quantity_string_canonicalize_bytes_binary_si(value: Fraction, want: str) -> None:
+    """apimachinery resource.Quantity String() / CanonicalizeBytes for a BinarySI quantity."""
+    assert binary_si(value) == want
+
+
+@pytest.mark.parametrize(("resource", "signal", "threshold", "capacity", "want"), [
+    ("ephemeral-storage", "nodefs.available", "10%", 52521566208, "47269409509"),  # not 47269409588
+    ("memory", "memory.available", "5%", 8 * GI, "8160437856"),
+    ("memory", "memory.available", "100Mi", 8 * GI, "8092Mi"),
+    ("ephemeral-storage", "nodefs.available", "1Gi", 52521566208, "50242016Ki"),
+])
+def test_get_node_allocatable_reservation_hard_eviction_reservation(
+        resource: str, signal: str, threshold: str, capacity: int, want: str) -> None:
+    """cm GetNodeAllocatableReservation's hardEvictionReservation with eviction api GetThresholdQuantity: a
+    percentage is a float32 (10% is 0.100000001490116…), its quantity int64(float64(capacity) * percentage)."""
+    caps = {**inputs().capacity, resource: Fraction(capacity)}
+    if resource == "memory":
+        caps = {k: v for k, v in caps.items() if not k.startswith("hugepages-")}
+    node: dict[str, object] = {"metadata": {"name": "n1"}}
+    set_node_status(node, inputs(capacity=caps, reservation=hard_eviction_reservation({signal: threshold}, caps)), T0)
+    status = node["status"]
+    assert isinstance(status, dict)
+    assert status["allocatable"][resource] == want
+
+
+def test_images_by_image_size_ties_broken_by_id_descending_before_the_cap() -> None:
+    """sliceutils.ByImageSize (the image cache's order): size descending, equal sizes by image ID descending;
+    setters.go Images then keeps the first nodeStatusMaxImages (50)."""
+    same = [Image(id=f"sha256:{i:02d}", repo_tags=(f"r{i}:t",), size=7) for i in range(55)]
+    big = Image(id="sha256:00", repo_tags=("big:t",), size=8)
+    node: dict[str, object] = {}
+    set_node_status(node, inputs(images=[*same, big]), T0)
+    listed = node["status"]["images"]  # type: ignore[index]
+    assert [i["names"] for i in listed] == [["big:t"], *([f"r{i}:t"] for i in range(54, 5, -1))]
+
+
+def test_ready_condition_runtime_errors_before_network_errors() -> None:
+    """setters.go ReadyCondition aggregates runtimeErrors, networkErrors, storage and node shutdown errors in that
+    order; updateRuntimeUp puts the CRI's RuntimeReady into the first and NetworkReady into the second."""
+    from minikubelet.nodeshutdown.groups import NODE_SHUTTING_DOWN
+
+    ready, runtime_errs, network_errs = condition_errors([
+        RuntimeCondition("NetworkReady", False, "NetworkPluginNotReady", "cni plugin not initialized"),
+        RuntimeCondition("RuntimeReady", False, "RuntimeDown", "socket gone")])
+    assert not ready
+    node: dict[str, object] = {}
+    set_node_status(node, inputs(runtime_errors=(*runtime_errors(300.0, 200.0, 250.0), *runtime_errs),
+                                 network_errors=network_errs, shutdown_errors=(NODE_SHUTTING_DOWN,)), T0)
+    assert node["status"]["conditions"][3]["message"] == (  # type: ignore[index]
+        "[container runtime is down, "
+        "container runtime not ready: RuntimeReady=false reason:RuntimeDown message:socket gone, "
+        "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+        "message:cni plugin not initialized, "
+        f"{NODE_SHUTTING_DOWN}]")
+    set_node_status(node, inputs(runtime_errors=("container runtime is down",),
+                                 network_errors=("container runtime is down",)), T0)
+    assert node["status"]["conditions"][3]["message"] == "container runtime is down"  # type: ignore[index]

@@ -10,21 +10,21 @@ from cri.remote.client import grpc_target
 
 def test_ready_runtime_has_no_errors() -> None:
     ok = [RuntimeCondition("RuntimeReady", True), RuntimeCondition("NetworkReady", True)]
-    assert condition_errors(ok) == (True, ())
+    assert condition_errors(ok) == (True, (), ())
 
 
 def test_network_not_ready_keeps_the_runtime_ready() -> None:
     conditions = [RuntimeCondition("RuntimeReady", True),
                   RuntimeCondition("NetworkReady", False, "NetworkPluginNotReady",
                                    "Network plugin returns error: cni plugin not initialized")]
-    assert condition_errors(conditions) == (True, (
+    assert condition_errors(conditions) == (True, (), (
         "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
         "message:Network plugin returns error: cni plugin not initialized",))
 
 
 def test_missing_conditions_are_not_ready() -> None:
-    assert condition_errors([]) == (False, ("container runtime network not ready: <nil>",
-                                            "container runtime not ready: <nil>"))
+    assert condition_errors([]) == (False, ("container runtime not ready: <nil>",),
+                                    ("container runtime network not ready: <nil>",))
 
 
 def test_endpoints() -> None:
