@@ -34,6 +34,10 @@ def served_config(cfg: kc.KubeletConfig) -> Json:
         elif attr == "authorization_mode":
             out["authorization"] = {"mode": value, "webhook": {"cacheAuthorizedTTL": "5m0s",
                                                                "cacheUnauthorizedTTL": "30s"}}
+        elif attr == "read_only_port":
+            endpoint = kc.read_only_endpoint(cfg)
+            if endpoint is not None:
+                out[name] = endpoint[1]
         elif is_duration:
             out[name] = go_duration(float(value))
         elif attr == "shutdown_grace_period_by_pod_priority":

@@ -43,8 +43,8 @@ class KubeletConfig:
     static_pod_url: str = ""
     static_pod_url_header: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sync_frequency: float = 60.0
-    address: str = "127.0.0.1"
-    read_only_port: int = 10255
+    address: str = "0.0.0.0"  # upstream's default: the authenticated API (10250) must be reachable by the API server
+    read_only_port: int = -1  # -1: unset (standalone 10255 on loopback, off when joined: read_only_endpoint); 0: off
     healthz_port: int = 10248
     healthz_bind_address: str = "127.0.0.1"
     container_runtime_endpoint: str = "unix:///var/run/docker.sock"
@@ -115,6 +115,20 @@ class KubeletConfig:
     shutdown_grace_period_by_pod_priority: tuple[ShutdownGracePeriodByPodPriority, ...] = ()
     lock_file_path: str = ""  # upstream KubeletFlags.LockFilePath
     exit_on_lock_contention: bool = False  # upstream KubeletFlags.ExitOnLockContention
+
+
+STANDALONE_READ_ONLY_PORT = 10255
+
+
+def read_only_endpoint(cfg: KubeletConfig) -> tuple[str, int] | None:
+    """Where the unauthenticated read-only port listens, if anywhere. Set, it is upstream's: on `address`. Unset,
+    upstream's config-file default is off; a standalone node (nothing else to ask for its pods) keeps 10255 for
+    `curl localhost:10255/pods`, but on loopback only, whatever `address` says."""
+    if cfg.read_only_port >= 0:
+        return (cfg.address, cfg.read_only_port) if cfg.read_only_port else None
+    if cfg.kubeconfig or cfg.bootstrap_kubeconfig:
+        return None
+    return "127.0.0.1", STANDALONE_READ_ONLY_PORT
 
 
 @dataclass(frozen=True)
@@ -644,8 +658,8 @@ _FIELDS = (
     _Field("static_pod_url", "staticPodURL", None, _static_pod_url),
     _Field("static_pod_url_header", "staticPodURLHeader", None, _url_headers),
     _Field("sync_frequency", "syncFrequency", "--sync-frequency", _positive_duration, "Pod resync period (e.g. 1m)."),
-    _Field("address", "address", "--address", _ip, "IP address the read-only server binds to."),
-    _Field("read_only_port", "readOnlyPort", "--read-only-port", _int_between(0, 65535), "Port of the read-only HTTP server (0 disables it).", int),
+    _Field("address", "address", "--address", _ip, "IP address the kubelet API (and a readOnlyPort that is set) binds to (default 0.0.0.0)."),
+    _Field("read_only_port", "readOnlyPort", "--read-only-port", _int_between(0, 65535), "Port of the unauthenticated read-only HTTP server, on --address (0 disables it; unset: 10255 on 127.0.0.1 standalone, off when joined to a cluster).", int),
     _Field("healthz_port", "healthzPort", "--healthz-port", _int_between(0, 65535), "Port of the healthz endpoint (0 disables it).", int),
     _Field("healthz_bind_address", "healthzBindAddress", None, _ip),
     _Field("container_runtime_endpoint", "containerRuntimeEndpoint", "--container-runtime-endpoint", _runtime_endpoint, "Runtime socket, e.g. unix:///var/run/docker.sock."),

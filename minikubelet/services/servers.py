@@ -11,7 +11,7 @@ from cri.runtime import Runtime
 from cri.streaming import StreamingRuntime
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import Pod
-from minikubelet.config.kubelet_config import KubeletConfig
+from minikubelet.config.kubelet_config import KubeletConfig, read_only_endpoint
 from minikubelet.server.app import KubeletServer
 from minikubelet.services.service import Service
 
@@ -28,9 +28,10 @@ class PlainServers(Service):
 
     async def start(self) -> None:
         cfg = self._config
-        if cfg.read_only_port:
-            await self.server.serve(cfg.address, cfg.read_only_port, self.server.routes())
-        if cfg.healthz_port and cfg.healthz_port != cfg.read_only_port:
+        read_only = read_only_endpoint(cfg)
+        if read_only is not None:
+            await self.server.serve(*read_only, self.server.routes())
+        if cfg.healthz_port and (read_only is None or cfg.healthz_port != read_only[1]):
             await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_routes())
 
     async def stop(self) -> None:

@@ -9,13 +9,16 @@ import asyncio
 import json
 import os
 import shutil
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
 
 import aiodocker
 import aiohttp
+import psutil
 import pytest
+import yaml
 from cryptography import x509
 
 from minikubelet.server.streaming.channel_codec import V5_BINARY
@@ -419,5 +422,47 @@ async def test_kubectl_logs_exec_and_node_proxy_through_the_test_api_server(
         assert ("GET", "/containerLogs/default/talker/main?tailLines=1") in api.kubelet_proxy.requests
         assert any(m == "GET" and p.startswith("/exec/default/talker/main?command=sh&command=-c&command=echo") and
                    p.endswith("&error=1&output=1") for m, p in api.kubelet_proxy.requests)
+    finally:
+        await stop_and_clean(agent, docker)
+
+
+class KubeadmStyleAgent(SurfaceAgent):
+    """A joined node whose KubeletConfiguration sets neither `address` nor `readOnlyPort`, as kubeadm's does not;
+    its /healthz on a healthzPort of its own (loopback, as upstream's healthzBindAddress)."""
+
+    def write_config(self) -> None:
+        super().write_config()
+        cfg = yaml.safe_load(self.config.read_text())
+        del cfg["address"], cfg["readOnlyPort"]
+        cfg["healthzPort"] = self.port
+        self.config.write_text(yaml.safe_dump(cfg))
+
+
+def _netns_address() -> str:
+    """An IPv4 address of this network namespace that is not loopback (the engine's bridge)."""
+    for iface, addrs in psutil.net_if_addrs().items():
+        for a in addrs:
+            if a.family == socket.AF_INET and iface != "lo" and not a.address.startswith("127."):
+                return str(a.address)
+    pytest.skip("no non-loopback IPv4 address in the test network namespace")
+
+
+async def test_the_kubelet_api_listens_on_upstreams_default_address_and_the_read_only_port_is_off(
+        tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
+    """Upstream's defaults (SetDefaults_KubeletConfiguration): `address` 0.0.0.0, so the API server reaches
+    10250 on the Node's address; `readOnlyPort` 0 from a config file, so nothing unauthenticated listens."""
+    agent = KubeadmStyleAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    try:
+        agent.start()
+        await agent.wait_up()
+        address = _netns_address()
+        # the API server's kubelet client, at an address that is not loopback
+        async with aiohttp.ClientSession() as session, session.get(
+                f"https://{address}:{agent.api_port}/healthz", ssl=_unverified()) as r:
+            assert r.status == 401  # anonymous off: it answered, and asked who we are
+        assert agent.proc is not None
+        listening = {(c.laddr.ip, c.laddr.port) for c in psutil.Process(agent.proc.pid).net_connections("tcp")
+                     if c.status == psutil.CONN_LISTEN}
+        assert listening == {("0.0.0.0", agent.api_port), ("127.0.0.1", agent.port)}, listening
     finally:
         await stop_and_clean(agent, docker)

@@ -32,7 +32,7 @@ def test_defaults_without_file_or_flags() -> None:
     assert config == KubeletConfig()
     assert config.static_pod_path == "/etc/kubernetes/manifests"
     assert (config.file_check_frequency, config.http_check_frequency, config.sync_frequency) == (20.0, 20.0, 60.0)
-    assert (config.address, config.read_only_port) == ("127.0.0.1", 10255)
+    assert (config.address, config.read_only_port) == ("0.0.0.0", -1)
     assert (config.healthz_bind_address, config.healthz_port) == ("127.0.0.1", 10248)
     assert config.container_runtime_endpoint == "unix:///var/run/docker.sock"
     assert config.eviction_hard == {
@@ -279,7 +279,7 @@ def test_static_pod_url_header_is_a_map_of_lists(tmp_path: Path) -> None:
 def test_config_fields_cover_every_attribute() -> None:
     rows = config_fields()
     assert {r[0] for r in rows} == set(KubeletConfig.__dataclass_fields__)
-    assert ("read_only_port", "readOnlyPort", "--read-only-port", 10255) in rows
+    assert ("read_only_port", "readOnlyPort", "--read-only-port", -1) in rows
 
 
 def test_parser_maps_kubelet_flags_to_config_attributes() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from minikubelet.config.configz import served_config
-from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config
+from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config, read_only_endpoint
 from minikubelet.config.tls_names import CIPHER_SUITES, openssl_cipher_list
 
 HEADER = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -77,5 +77,20 @@ def test_configz_is_the_v1beta1_wire_form(tmp_path: Path) -> None:
                 "authorization", "authentication"):
         assert type(served[key]) is type(theirs[key]), key
     assert served["authorization"]["webhook"] == theirs["authorization"]["webhook"]
-    # every field we serve is one the v1.36 kubelet serves (readOnlyPort: ours is on here, theirs was 0, omitted)
-    assert set(served) - set(theirs) == {"readOnlyPort"}
+    # every field we serve is one the v1.36 kubelet serves (readOnlyPort: off on a joined node, omitted as theirs)
+    assert set(served) - set(theirs) == set()
+
+
+def test_read_only_endpoint_is_off_the_network_unless_set(tmp_path: Path) -> None:
+    """Upstream's config-file default for readOnlyPort is 0 (SetDefaults_KubeletConfiguration); a standalone node
+    keeps 10255 on loopback whatever `address` says; a port that is set listens on `address`, as upstream's."""
+    standalone = load(tmp_path, "")
+    assert standalone.address == "0.0.0.0"
+    assert read_only_endpoint(standalone) == ("127.0.0.1", 10255)
+    assert served_config(standalone)["kubeletconfig"]["readOnlyPort"] == 10255
+    joined = load(tmp_path, "", kubeconfig="/etc/kubelet.conf")
+    assert read_only_endpoint(joined) is None and "readOnlyPort" not in served_config(joined)["kubeletconfig"]
+    assert read_only_endpoint(load(tmp_path, "readOnlyPort: 10255\n")) == ("0.0.0.0", 10255)
+    assert read_only_endpoint(load(tmp_path, "readOnlyPort: 0\n")) is None
+    assert read_only_endpoint(load(tmp_path, "address: 10.0.0.5\nreadOnlyPort: 12000\n",
+                                   kubeconfig="/k")) == ("10.0.0.5", 12000)
