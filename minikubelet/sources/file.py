@@ -79,6 +79,7 @@ class StaticPodSource:
             return None
         pods: list[Pod] = []
         defined_by: dict[str, str] = {}
+        uid_defined_by: dict[str, str] = {}
         present: set[str] = set()
         big = False
         for fpath in files:
@@ -90,7 +91,14 @@ class StaticPodSource:
             key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
             first = defined_by.setdefault(key, fpath)
             if first != fpath:
-                self._duplicate(fpath, first, key)
+                self._duplicate(fpath, first, f"pod {key}")
+                continue
+            # Two manifests that set one metadata.uid: the merge would keep one of them and log the pods, not the
+            # files; here both files are named, and the second is refused as a duplicate is.
+            uid = str(pod["metadata"].get("uid") or "")
+            first = uid_defined_by.setdefault(uid, fpath) if uid else fpath
+            if first != fpath:
+                self._duplicate(fpath, first, f"uid {uid} of pod {key}", reason="duplicate_uid")
                 continue
             self._duplicates.pop(fpath, None)
             pods.append(pod)
@@ -195,13 +203,13 @@ class StaticPodSource:
                 "file": fpath, "problem": problem, "keeping": "last accepted version" if entry and entry.pod else "none"}})
         return entry.pod if entry is not None else None
 
-    def _duplicate(self, fpath: str, first: str, key: str) -> None:
+    def _duplicate(self, fpath: str, first: str, what: str, reason: str = "duplicate") -> None:
         if self._duplicates.get(fpath) == first:
             return
         self._duplicates[fpath] = first
-        self._metrics.static_pod_manifest_errors.labels("duplicate").inc()
+        self._metrics.static_pod_manifest_errors.labels(reason).inc()
         log.error("rejected static pod manifest", extra={"kv": {
-            "file": fpath, "reason": "duplicate", "error": f"pod {key} is already defined by {first}"}})
+            "file": fpath, "reason": reason, "error": f"{what} is already defined by {first}"}})
 
     async def sync(self) -> None:
         async with self._lock:

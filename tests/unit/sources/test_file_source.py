@@ -125,6 +125,24 @@ async def test_non_regular_entries_are_reported_once_each(h: Harness, caplog: py
     assert len(dup) == 1 and "dangling.yaml" in dup[0]
 
 
+async def test_duplicate_uid_names_both_files_and_is_counted(h: Harness, caplog: pytest.LogCaptureFixture) -> None:
+    """Two manifests with one metadata.uid (upstream's merge keys pods by UID and would keep one silently): the
+    second file is refused, the line names both files, and the manifest error counter counts it."""
+    def with_uid(name: str) -> str:
+        doc = yaml.safe_load(manifest(name))
+        doc["metadata"]["uid"] = "11111111-2222-3333-4444-555555555555"
+        return yaml.safe_dump(doc)
+
+    h.put("a.yaml", with_uid("alpha"))
+    h.put("b.yaml", with_uid("beta"))
+    for _ in range(3):
+        assert await h.names() == ["alpha-n1"]
+    lines = _lines(caplog, "is already defined by")
+    assert len(lines) == 1 and h.errors("duplicate_uid") == 1, lines
+    assert str(h.dir / "b.yaml") in lines[0] and str(h.dir / "a.yaml") in lines[0]
+    assert "11111111-2222-3333-4444-555555555555" in lines[0]
+
+
 async def test_duplicate_pod_is_one_line_per_change(h: Harness, caplog: pytest.LogCaptureFixture) -> None:
     h.put("web.yaml", manifest("web"))
     h.put("web.yaml.bak", manifest("web", command=["old"]))
