@@ -52,6 +52,8 @@ class PlainSite:
         self.limits = limits
         self.cap = connection_cap(limits)
         self.connections: set[asyncio.Task[None]] = set()
+        # connections waiting for a request head (new, or kept alive between requests) -> since when
+        self.waiting: dict[asyncio.Task[None], float] = {}
         self.log = RateLimitedLog(log, limits.log_interval)
         self._host = host
         self._port = port
@@ -91,7 +93,7 @@ class PlainSite:
     async def _accept_loop(self) -> None:
         assert self._sock is not None
         accepted = bounded_accepts(self._sock, self.limits, self.log, self.name, self.cap,
-                                   lambda: len(self.connections))
+                                   lambda: len(self.connections), self._make_room)
         async for conn, peer in accepted:
             task = asyncio.create_task(self._serve_connection(conn, peer))
             self.connections.add(task)
@@ -118,6 +120,19 @@ class PlainSite:
             if not writer.transport.is_closing():
                 writer.transport.close()
 
+    def _make_room(self) -> bool:
+        """At the cap: close the connection that has waited longest without a request, so that idle connections
+        (a client that opens many and sends nothing) never keep /healthz or /pods from being answered. A
+        connection with a request in flight is never closed for this."""
+        if not self.waiting:
+            return False
+        oldest = min(self.waiting, key=self.waiting.__getitem__)
+        del self.waiting[oldest]
+        oldest.cancel()
+        self.log("evicted-idle", "closed the longest-idle connection to make room", level=logging.INFO,
+                 listener=self.name, limit=self.cap)
+        return True
+
     def request_started(self) -> None:
         self._in_flight += 1
         self._idle.clear()
@@ -142,8 +157,19 @@ class _Connection:
             lim.max_line_size + 2 + lim.max_headers * (lim.max_field_size + 2) + 2))
 
     async def run(self) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        waiting = self.site.waiting
+        try:
+            await self._run(task, waiting)
+        finally:
+            waiting.pop(task, None)
+
+    async def _run(self, task: asyncio.Task[None], waiting: dict[asyncio.Task[None], float]) -> None:
+        loop = asyncio.get_running_loop()
         first = True
         while True:
+            waiting[task] = loop.time()
             if not first and not await self._await_next_request():
                 return
             first = False
@@ -165,6 +191,7 @@ class _Connection:
             if isinstance(event, h11.ConnectionClosed):
                 return
             assert isinstance(event, h11.Request)
+            waiting.pop(task, None)
             self.site.request_started()
             try:
                 keep = await self._serve(event)
@@ -365,9 +392,10 @@ def listen(host: str, port: int, backlog: int) -> socket.socket:
 
 
 async def bounded_accepts(sock: socket.socket, limits: ServingLimits, log: RateLimitedLog, name: str, cap: int,
-                          open_count: Callable[[], int]) -> AsyncIterator[tuple[socket.socket, str]]:
+                          open_count: Callable[[], int], make_room: Callable[[], bool] = lambda: False,
+                          ) -> AsyncIterator[tuple[socket.socket, str]]:
     """Accepted connections with their peer text, both listeners' bounds: a failing accept() pauses (one log line)
-    instead of spinning, and a connection over the cap is closed at once."""
+    instead of spinning, and a connection over the cap is closed at once unless `make_room()` closed an idle one."""
     loop = asyncio.get_running_loop()
     while True:
         try:
@@ -381,7 +409,7 @@ async def bounded_accepts(sock: socket.socket, limits: ServingLimits, log: RateL
                 pause=f"{limits.accept_retry_delay}s")
             await asyncio.sleep(limits.accept_retry_delay)
             continue
-        if open_count() >= cap:
+        if open_count() >= cap and not make_room():
             conn.close()
             log("over-cap", "refused a connection: too many open connections", listener=name,
                 peer=peer_text(peer), limit=cap)

@@ -203,6 +203,8 @@ async def test_bodies_beyond_the_limit_get_413(served: Serve) -> None:
 
 async def test_the_connection_beyond_the_cap_is_refused_and_service_resumes(served: Serve) -> None:
     s = await served(ServingLimits(max_connections=5, header_timeout=30.0, log_interval=60.0))
+    if isinstance(s.site, PlainSite):
+        pytest.skip("the read-only and healthz listener makes room by closing an idle connection (below)")
     held = [await s.open() for _ in range(5)]
     await _wait("5 connections held", lambda: len(s.site.connections) == 5)
 
@@ -286,3 +288,77 @@ async def test_a_failing_neutral_handler_logs_its_traceback_and_the_connection_s
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info is not None
     assert "RuntimeError: bug" in logging.Formatter().formatException(errors[0].exc_info)
+
+
+async def test_idle_connections_at_the_cap_never_keep_healthz_from_answering() -> None:
+    """The read-only port with /healthz on it (healthzPort 0): a client that opens the cap's worth of connections
+    and sends nothing used to have every new connection refused until the 10 s header timeout; now the longest-idle
+    connection is closed to make room, and a connection with a request in flight never is."""
+    release = asyncio.Event()
+
+    async def slow(_request: Request) -> Response:
+        await release.wait()
+        return Response.text("slow")
+
+    routes = _routes()
+    routes.get("/slow", slow)
+    site = PlainSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=20, header_timeout=30.0,
+                                                            log_interval=60.0))
+    await site.start()
+    held: list[asyncio.StreamWriter] = []
+    try:
+        busy = []
+        for _ in range(2):  # two requests in flight: never closed to make room
+            r, w = await asyncio.open_connection("127.0.0.1", site.port)
+            w.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            busy.append((r, w))
+        for _ in range(18):
+            held.append((await asyncio.open_connection("127.0.0.1", site.port))[1])
+        await _wait("cap reached", lambda: len(site.connections) == 20 and len(site.waiting) == 18)
+        for _ in range(3):  # the first closes the longest-idle connection; each then leaves after its answer
+            start = time.monotonic()
+            async with aiohttp.ClientSession() as c, c.get(f"http://127.0.0.1:{site.port}/") as resp:
+                assert resp.status == 200 and await resp.text() == "hello"
+            assert time.monotonic() - start < 2.0
+        assert site.log.counts["evicted-idle"] == 1 and "over-cap" not in site.log.counts
+        assert len(site.waiting) == 17
+        release.set()
+        for r, w in busy:
+            head = await r.readuntil(b"slow")
+            assert head.startswith(b"HTTP/1.1 200"), head
+            w.close()
+    finally:
+        release.set()
+        for w in held:
+            w.close()
+        await site.stop()
+
+
+async def test_at_the_cap_with_every_connection_busy_the_new_one_is_refused() -> None:
+    release = asyncio.Event()
+
+    async def slow(_request: Request) -> Response:
+        await release.wait()
+        return Response.text("slow")
+
+    routes = _routes()
+    routes.get("/slow", slow)
+    site = PlainSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=3, log_interval=60.0))
+    await site.start()
+    writers = []
+    try:
+        for _ in range(3):
+            _, w = await asyncio.open_connection("127.0.0.1", site.port)
+            w.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            writers.append(w)
+        await _wait("three requests in flight", lambda: len(site.connections) == 3 and not site.waiting)
+        reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        _, got = await _until_closed(reader, 5.0)
+        writer.close()
+        assert got == b"" and site.log.counts["over-cap"] == 1
+    finally:
+        release.set()
+        for w in writers:
+            w.close()
+        await site.stop()
