@@ -255,6 +255,9 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, runti
         {"name": "file", "command": ["sh", "-c", "echo custom-message > /dev/termination-log; exit 4"]},
         {"name": "logs", "command": ["sh", "-c", "echo from-the-logs; exit 5"],
          "terminationMessagePolicy": "FallbackToLogsOnError"},
+        # NodeConformance's non-root, non-default path case: the host file is 0666 (upstream makeMounts)
+        {"name": "nonroot", "command": ["sh", "-c", "echo as-user-1000 > /dev/termination-custom-log; exit 3"],
+         "terminationMessagePath": "/dev/termination-custom-log", "securityContext": {"runAsUser": 1000}},
     ], restartPolicy="Never"))
     agent.start()
     p = await agent.wait_pod("hooks", lambda p: state_of(p, "post") == "running"
@@ -272,6 +275,7 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, runti
     m = await agent.wait_pod("msg", lambda p: phase(p) == "Failed", "Failed")
     assert cstatus(m, "file")["state"]["terminated"]["message"] == "custom-message\n"
     assert cstatus(m, "file")["state"]["terminated"]["exitCode"] == 4
+    assert cstatus(m, "nonroot")["state"]["terminated"]["message"] == "as-user-1000\n"
     await agent.wait_pod("msg", lambda p: "from-the-logs" in cstatus(p, "logs")["state"]["terminated"].get("message", ""),
                          "message from logs", timeout=15)
 
