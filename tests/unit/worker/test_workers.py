@@ -313,3 +313,25 @@ async def test_failed_sandbox_creation_requeues_after_the_backoff_as_upstream_co
     node.config.set_source_pods("file", [make_pod(activeDeadlineSeconds=600)])
     await node.settle()
     assert attempts() == before + 1
+
+
+async def test_an_adopted_pods_created_sandbox_is_removed_on_the_first_sync_as_evictSandboxes(
+        node: FakeNode, tmp_path: Path) -> None:
+    """An agent killed between the sandbox's create and start leaves it `created`; the next agent runs the pod in
+    a new sandbox and removes the unused one at once (upstream computePodActions uses the newest ready sandbox,
+    kuberuntime_gc.go evictSandboxes removes the not-ready ones without containers, a minute later)."""
+    node.runtime.fail("start_pod_sandbox", RuntimeError_("agent killed"))
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    [interrupted] = await node.runtime.list_pod_sandboxes()
+    assert interrupted.state.name == "NOTREADY"
+    await node.close()
+    successor = FakeNode(tmp_path, runtime=node.runtime)
+    try:
+        successor.config.set_source_pods("file", [make_pod()])
+        await successor.settle()
+        assert successor.phase() == "Running"
+        sandboxes = await node.runtime.list_pod_sandboxes()
+        assert [(s.metadata.attempt, s.state.name) for s in sandboxes] == [(1, "READY")]
+    finally:
+        await successor.close()
