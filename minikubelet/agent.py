@@ -380,6 +380,10 @@ class Agent:
         await self.node_lister.synced.wait()
         await self.api_source.run()
 
+    def _object_changed(self, uid: str) -> None:
+        # a pod waiting for the object starts now, not at the end of its sync back-off
+        self.workers.wake(uid, urgent=True)
+
     def _probe_changed(self, uid: str) -> None:
         self.workers.wake(uid)
 
@@ -446,9 +450,9 @@ class Agent:
         self.services = Informer(client, "/api/v1/services", self.clock, field_selector="spec.clusterIP!=None")
         objects = PodObjectSource(
             ObjectCache(client, "configmaps", CONFIGMAP, self.clock,
-                        on_change=waker(lambda: self.containers.objects, self.workers.wake, CONFIGMAP)),
+                        on_change=waker(lambda: self.containers.objects, self._object_changed, CONFIGMAP)),
             ObjectCache(client, "secrets", SECRET, self.clock,
-                        on_change=waker(lambda: self.containers.objects, self.workers.wake, SECRET)),
+                        on_change=waker(lambda: self.containers.objects, self._object_changed, SECRET)),
             self.services, TokenManager(client, self.clock))
         self.containers.objects = objects
         self.mirrors = MirrorPods(client, self.clock, self.node_name, self._static_pods)

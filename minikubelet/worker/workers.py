@@ -261,10 +261,11 @@ class PodWorkers:
         if w is not None:
             w.remove()
 
-    def wake(self, uid: str) -> None:
+    def wake(self, uid: str, urgent: bool = False) -> None:
+        """`urgent`: a change of the pod's inputs (a ConfigMap or Secret it uses), synced even in a back-off."""
         w = self._workers.get(uid)
         if w is not None:
-            w.wake()
+            w.wake(urgent)
 
     def wake_all(self) -> None:
         for w in self._workers.values():

@@ -313,6 +313,10 @@ async def test_failed_sandbox_creation_requeues_after_the_backoff_as_upstream_co
     node.config.set_source_pods("file", [make_pod(activeDeadlineSeconds=600)])
     await node.settle()
     assert attempts() == before + 1
+    # so is a change of what the pod uses (a ConfigMap or Secret arrived)
+    node.workers.wake("uid-1", urgent=True)
+    await node.settle()
+    assert attempts() == before + 2
 
 
 async def test_an_adopted_pods_created_sandbox_is_removed_on_the_first_sync_as_evictSandboxes(
