@@ -605,6 +605,9 @@ class Agent:
                 self._runtime_ok = self.clock.monotonic()
                 if down:
                     log.info("container runtime answers again")
+                    # as upstream's syncLoop resuming: the pods whose syncs failed meanwhile sync now, not at the
+                    # end of their back-off
+                    self.workers.wake_all(urgent=True)
                 down = False
             except Exception as e:
                 if not down:

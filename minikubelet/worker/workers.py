@@ -267,9 +267,9 @@ class PodWorkers:
         if w is not None:
             w.wake(urgent)
 
-    def wake_all(self) -> None:
+    def wake_all(self, urgent: bool = False) -> None:
         for w in self._workers.values():
-            w.wake()
+            w.wake(urgent)
 
     def _start(self, pod: Pod, adopted: bool) -> PodWorker:
         w = self._factory(pod, adopted)
