@@ -8,7 +8,8 @@ Time comes from the injected clock, so a stop that waits out its timeout waits o
 `FakeClock.advance`.
 
 Test controls: `program()` how a container's process behaves, `exit_container()` / `vanish()`,
-`fail()` / `hang()` on any call, `set_exec()` for exec results, `calls` for the order of calls.
+`fail()` / `hang()` on any call (and on `start_pod_sandbox`, the start inside `run_pod_sandbox`, which then
+leaves the sandbox `created`), `set_exec()` for exec results, `calls` for the order of calls.
 """
 
 from __future__ import annotations
@@ -320,6 +321,10 @@ class FakeRuntime:
 
     async def _enter(self, op: str, *args: Any) -> None:
         self.calls.append(Call(op, args))
+        await self._step(op, *args)
+
+    async def _step(self, op: str, *args: Any) -> None:
+        """A step inside a call (not recorded in `calls`) where an injected failure or hang can strike."""
         for failure in self._failures.get(op, []):
             if failure.times > 0 and (failure.when is None or failure.when(*args)):
                 failure.times -= 1
@@ -455,6 +460,8 @@ class FakeRuntime:
         self._objects[sandbox_id] = obj
         self._by_name[name] = sandbox_id
         self._emit(obj, ContainerEventType.CREATED)
+        # as Docker: created, then started; a failure here (the agent killed in between) leaves it `created`
+        await self._step("start_pod_sandbox", sandbox_id)
         self._start(obj)
         return sandbox_id
 

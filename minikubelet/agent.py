@@ -137,14 +137,13 @@ class Agent:
             self.eviction.manager, *admit_handlers(config, admit),
             *([self.shutdown.manager] if self.shutdown is not None and self.shutdown.manager else [])], clock, recorder)
         self.pod_config = PodConfig(self.manager.handle)
-        self.health_check = RuntimeHealth(runtime, clock, self.pleg)
+        self.health_check = RuntimeHealth(runtime, clock, self.pleg, lambda: workers.wake_all(urgent=True))
         self.sources = PodSources(config, self.node_name, clock, metrics, self._set_source_pods,
                                   hk.stop_orphans_once_sources_seen)
         hk.manager, hk.cgroups, hk.sources_seen = self.manager, lambda: self.cgroups, self._sources_seen
         self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry,
                                     recorder.list, self.probe_registry, pods_version=lambda: self.statuses.version)
-        # joined with --pod-network=host-gw: the network's errors, for the Ready condition
-        self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()
+        self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors
         self.status_inputs = NodeStatusReader(
             config, runtime, conditions, self.node_name, self.host_ip, self.health_check, self.eviction.manager,
             lambda: self.shutdown.errors() if self.shutdown is not None else (),
@@ -175,6 +174,7 @@ class Agent:
         self.manager.worker_finished(uid, pod)
         if self.api_pods is not None:
             self.api_pods.mirrors.wake()  # a static pod's mirror goes once the static pod has stopped
+        self.housekeeping.trim_soon()
 
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
         self.pod_config.set_source_pods(source, pods)

@@ -79,7 +79,8 @@ def make_dirs(base: str, *parts: object, mode: int = 0o755, leaf_mode: int | Non
 
 
 def create_file(base: str, *parts: object, mode: int = 0o666) -> str:
-    """Create (or truncate) the regular file base/parts, making its directories; refuses symlinks."""
+    """Create (or truncate) the regular file base/parts, making its directories; refuses symlinks. The file gets
+    exactly `mode`, whatever the umask."""
     checked = [safe_component(p) for p in parts]
     if not checked:
         raise UnsafePathError("no file name")
@@ -94,6 +95,7 @@ def create_file(base: str, *parts: object, mode: int = 0o666) -> str:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise UnsafePathError(f"{checked[-1]!r} is not a regular file")
+            os.fchmod(fd, mode)
         finally:
             os.close(fd)
     return safe_join(base, *checked)

@@ -154,6 +154,7 @@ class PodCgroups:
 
     def remove_pod(self, uid: str) -> None:
         """Remove the pod's cgroup; while it is busy, keep retrying in the background for a while."""
+        self._views.pop(uid, None)  # else the removed pod's dict and view live on until the next pod starts
         if self.try_remove_pod(uid):
             return
         try:

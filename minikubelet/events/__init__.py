@@ -146,9 +146,10 @@ class EventRecorder:
                          annotations=annotations)
             for sink in self._sinks:
                 sink(one.render(self._node))
-        log.info("event", extra={"kv": {"type": etype, "reason": reason,
-                                        "object": f"node/{name}" if node else f"{namespace}/{name}",
-                                        "fieldPath": path, "message": message}})
+        # a repeat is a count bump (upstream's correlator), not news: only the first is logged at info
+        log.log(logging.INFO if ev is None else logging.DEBUG, "event", extra={"kv": {
+            "type": etype, "reason": reason, "object": f"node/{name}" if node else f"{namespace}/{name}",
+            "fieldPath": path, "message": message}})
 
     def list(self, pod_uid: str | None = None) -> list[dict[str, Any]]:
         return [e.render(self._node) for e in self._events.values() if pod_uid is None or e.uid == pod_uid]

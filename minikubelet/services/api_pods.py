@@ -50,11 +50,15 @@ class ApiPods(Service):
         manager.refetch_node = self._refetch_node
         # the kubelet's service informer: every Service with a cluster IP, for the pods' service env
         self.services = Informer(client, "/api/v1/services", clock, field_selector="spec.clusterIP!=None")
+        def object_changed(uid: str) -> None:
+            # a pod waiting for the object starts now, not at the end of its sync back-off
+            workers.wake(uid, urgent=True)
+
         self.objects = PodObjectSource(
             ObjectCache(client, "configmaps", CONFIGMAP, clock,
-                        on_change=waker(lambda: containers.objects, workers.wake, CONFIGMAP)),
+                        on_change=waker(lambda: containers.objects, object_changed, CONFIGMAP)),
             ObjectCache(client, "secrets", SECRET, clock,
-                        on_change=waker(lambda: containers.objects, workers.wake, SECRET)),
+                        on_change=waker(lambda: containers.objects, object_changed, SECRET)),
             self.services, TokenManager(client, clock))
         containers.objects = self.objects
         self.mirrors = MirrorPods(client, clock, node_name, self._static_pods)

@@ -4,6 +4,7 @@ behind (upstream cleanupOrphanedPodCgroups / cleanupOrphanedPodDirs)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
@@ -18,6 +19,7 @@ from minikubelet.pod.manager import PodManager
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.services.eviction import image_fs
 from minikubelet.services.service import Loop, Service
+from minikubelet.sources.file import release_memory
 from minikubelet.stats.provider import StatsProvider
 from minikubelet.status.manager import StatusManager
 from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
@@ -66,18 +68,13 @@ class Housekeeping(Service):
         self.cgroups: Callable[[], CgroupSource | None] = lambda: None
         self.sources_seen: Callable[[], bool] = lambda: True
         self.orphans_pending = True
+        self._trim: asyncio.TimerHandle | None = None
 
     def loops(self) -> Sequence[Loop]:
         return [("housekeeping", self._housekeeping), ("container-gc", self.container_gc.run),
                 *([("container-log-manager", self._log_rotation.run)] if self._log_rotation is not None else []),
                 ("orphan-sweep", self._orphan_sweep), ("stats-housekeeping", self._stats().run),
                 ("image-gc", self.image_gc.run)]
-
-    async def stop(self) -> None:
-        try:
-            self.checkpoint.save()
-        except OSError:
-            pass
 
     def stop_orphans_once_sources_seen(self) -> None:
         # As upstream's sourcesReady: until every source answered once, the pods it will give are not orphans.
@@ -102,6 +99,24 @@ class Housekeeping(Service):
             await self._clock.sleep(ORPHAN_SWEEP_PERIOD)
             if not self.orphans_pending:
                 self.sweep_orphans()
+
+    def trim_soon(self) -> None:
+        """Once the last reference to a finished pod is gone: glibc keeps a removed pod's freed heap otherwise
+        (52 MiB after a 3 MB manifest); one trim for the pods that finish within the second."""
+        if self._trim is None:
+            self._trim = asyncio.get_running_loop().call_later(1.0, self._release_memory)
+
+    def _release_memory(self) -> None:
+        self._trim = None
+        release_memory()
+
+    async def stop(self) -> None:
+        if self._trim is not None:
+            self._trim.cancel()
+        try:
+            self.checkpoint.save()
+        except OSError:
+            pass
 
     def update_gauges(self) -> None:
         running = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
@@ -22,8 +22,10 @@ SYNC_LOOP_HEALTH_WINDOW = 300.0  # upstream SyncLoopHealthCheck: max(2 × resync
 class RuntimeHealth(Service):
     name = "runtime-up"
 
-    def __init__(self, runtime: Runtime, clock: Clock, pleg: PLEG) -> None:
+    def __init__(self, runtime: Runtime, clock: Clock, pleg: PLEG,
+                 on_recovered: Callable[[], None] = lambda: None) -> None:
         self._runtime = runtime
+        self._on_recovered = on_recovered
         self._clock = clock
         self._pleg = pleg
         self.runtime_ok: float | None = None  # monotonic time of the last answer of the runtime
@@ -49,6 +51,9 @@ class RuntimeHealth(Service):
                 self.mark_ok()
                 if down:
                     log.info("container runtime answers again")
+                    # as upstream's syncLoop resuming: the pods whose syncs failed meanwhile sync now, not at the
+                    # end of their back-off
+                    self._on_recovered()
                 down = False
             except Exception as e:
                 if not down:

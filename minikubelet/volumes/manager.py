@@ -242,9 +242,10 @@ def termination_log_path(root_dir: str, uid: str, container_name: str, restart_c
 def create_termination_log(root_dir: str, uid: str, container_name: str, restart_count: int) -> str:
     """Create the empty host side of a container's terminationMessagePath; returns its path.
 
-    A symlink planted on the way (or as the file) is refused, so no host file is ever truncated.
+    A symlink planted on the way (or as the file) is refused, so no host file is ever truncated. Mode 0666, as
+    upstream's makeMounts: a container running as any user can write its message.
     """
-    return create_file(root_dir, *_termination_log_parts(uid, container_name, restart_count))
+    return create_file(root_dir, *_termination_log_parts(uid, container_name, restart_count), mode=0o666)
 
 
 def _our_tmpfs_mounts(root_dir: str, uid: str, mounter: Mounter) -> list[str]:

@@ -290,7 +290,7 @@ class Containers:
             # says it too, so that a refused volume is visible on /pods
             for c in (*view.init_containers, *view.app_containers):
                 st.reasons[c.name] = ("CreateContainerConfigError", message)
-            st.wake_no_later_than(self._clock.monotonic() + 10.0)
+            st.sync_failed = True
             return ""
         for name, (reason, message) in list(st.reasons.items()):
             if reason == "CreateContainerConfigError" and message.startswith("MountVolume.SetUp failed"):
@@ -344,7 +344,7 @@ class Containers:
 
     def _sandbox_failed(self, pod: dict[str, Any], st: PodSyncState, message: str) -> None:
         self._recorder.pod_event(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {message}")
-        st.wake_no_later_than(self._clock.monotonic() + 10.0)
+        st.sync_failed = True
 
 
 def _reported_restart_count(reported: dict[str, Any], name: str) -> int:

@@ -22,6 +22,7 @@ class PodSyncState:
     start_recorded: bool = False
     override: tuple[str, str, str] | None = None  # (phase, reason, message) set by the active deadline
     wake_at: float | None = None  # monotonic time of the earliest wake-up a sync asked for
+    sync_failed: bool = False  # this pass failed (upstream SyncPod's error): the worker backs off
 
     def wake_no_later_than(self, at: float) -> None:
         if self.wake_at is None or at < self.wake_at:

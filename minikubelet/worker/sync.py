@@ -10,7 +10,7 @@ from typing import Any
 
 from cri.errors import NotFoundError, RuntimeError_
 from cri.runtime import Runtime
-from cri.types import LABEL_POD_UID, ContainerState, PodSandboxStatus
+from cri.types import LABEL_POD_UID, ContainerState, PodSandboxStatus, SandboxState
 from minikubelet import events as ev
 from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import parse_time
@@ -111,6 +111,7 @@ class PodSyncer:
         if not actions.idle:
             state = await self._execute(view, actions, state, st) or await self.observe(uid)
             status = await self.publish(view, state, st, terminal=False)
+        await self._remove_unused_sandboxes(state)
         self._after_sync(view, state, st)
         if status.get("phase") in ("Succeeded", "Failed"):
             return KillPodOptions()
@@ -196,6 +197,23 @@ class PodSyncer:
         except NotFoundError:  # gone already (removed from outside): the relist says what is left
             return None
         return PodRuntimeState(uid, list(state.sandboxes), list(statuses))
+
+    async def _remove_unused_sandboxes(self, state: PodRuntimeState) -> None:
+        """The pod's sandboxes that are not its newest, not ready and hold no container (upstream evictSandboxes'
+        rule): e.g. one an agent killed between its create and its start left `created`. Removed at once rather
+        than at the next garbage collection, so an adopted pod has one sandbox as soon as it runs."""
+        newest = state.sandbox
+        if newest is None or newest.state is not SandboxState.READY:
+            return
+        holding = {c.sandbox_id for c in state.containers}
+        for sb in state.sandboxes[1:]:
+            if sb.state is SandboxState.READY or sb.id in holding:
+                continue
+            try:
+                await self._runtime.stop_pod_sandbox(sb.id)
+                await self._runtime.remove_pod_sandbox(sb.id)
+            except RuntimeError_ as e:  # the garbage collection tries again
+                log.warning("removing an unused sandbox failed", extra={"kv": {"sandbox": sb.id, "err": str(e)}})
 
     async def _status_of_sandbox(self, sandbox_id: str) -> PodSandboxStatus | None:
         try:

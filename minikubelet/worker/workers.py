@@ -27,6 +27,9 @@ from minikubelet.worker.sync import PodSyncer
 log = logging.getLogger("minikubelet.worker.workers")
 
 SYNC_ERROR_RETRY = 10.0
+# upstream pod_workers.go: a failed sync is requeued after backOffPeriod, jittered by up to half of it
+BACKOFF_PERIOD = 10.0
+BACKOFF_JITTER = 0.5
 
 
 class PodWorker:
@@ -45,6 +48,8 @@ class PodWorker:
         self._grace: int | None = None  # the grace of the requested termination; a shorter one given later wins
         self._removed = False
         self._wake = asyncio.Event()
+        self._urgent = False  # a new spec, a kill or a removal: synced even during a back-off
+        self._backoff_until: float | None = None  # after a failed sync, runtime events wait for this
         # an adopted pod was started by an earlier agent: its start is not this agent's to measure
         self.st = PodSyncState(first_seen=-1.0 if adopted else clock.monotonic())
         self.task: asyncio.Task[None] | None = None
@@ -52,7 +57,9 @@ class PodWorker:
         self._completed: list[asyncio.Event] = []  # set once the termination is done
 
     # --- signals from outside -------------------------------------------------------------
-    def wake(self) -> None:
+    def wake(self, urgent: bool = False) -> None:
+        """Sync soon. A plain wake (runtime event, probe result) waits out the back-off of a failed sync."""
+        self._urgent = self._urgent or urgent
         self._wake.set()
 
     def update(self, pod: Pod, *, sync: bool = True) -> None:
@@ -61,6 +68,8 @@ class PodWorker:
         if self.lifecycle is PodLifecycle.SYNCING and self._kill is None and pod is not self.pod:
             self.pod = pod
             self.view = PodView.of(pod)
+            if sync:
+                self._urgent = True
         if sync:
             self.wake()
 
@@ -84,14 +93,14 @@ class PodWorker:
                 self._completed.append(opts.completed)
         if self._sync_task is not None and not self._sync_task.done():
             self._sync_task.cancel()
-        self.wake()
+        self.wake(urgent=True)
 
     def remove(self) -> None:
         """The pod left every source: terminate it if needed, then clean up and end the worker."""
         self._removed = True
         if self._kill is None and self.lifecycle is PodLifecycle.SYNCING:
             self.kill()
-        self.wake()
+        self.wake(urgent=True)
 
     @property
     def terminating(self) -> bool:
@@ -111,15 +120,18 @@ class PodWorker:
         while True:
             t0 = time.monotonic()
             op = "kill" if self._kill is not None and self.lifecycle is not PodLifecycle.TERMINATED else "sync"
+            self.st.sync_failed = False
             try:
                 if await self._step():
                     return
             except RuntimeError_ as e:
                 log.warning("pod sync failed", extra={"kv": {"pod": self.view.format_pod, "err": str(e)}})
-                self.st.wake_no_later_than(self._clock.monotonic() + SYNC_ERROR_RETRY)
+                self.st.sync_failed = True
             except Exception:
                 log.exception("pod sync crashed", extra={"kv": {"pod": self.view.format_pod}})
-                self.st.wake_no_later_than(self._clock.monotonic() + SYNC_ERROR_RETRY)
+                self.st.sync_failed = True
+            if self.st.sync_failed:
+                self._back_off()
             self._metrics.pod_worker_duration.labels(op).observe(time.monotonic() - t0)
             await self._wait()
 
@@ -163,7 +175,27 @@ class PodWorker:
         finally:
             self._sync_task = None
 
+    def _back_off(self) -> None:
+        """upstream completeWork: requeue the pod after the jittered back-off period."""
+        period = BACKOFF_PERIOD * (1 + BACKOFF_JITTER * random.random())
+        self._backoff_until = self._clock.monotonic() + period
+        self.st.wake_no_later_than(self._backoff_until)
+
     async def _wait(self) -> None:
+        while self._backoff_until is not None and not self._urgent:
+            left = self._backoff_until - self._clock.monotonic()
+            if left <= 0:
+                break
+            # a runtime event about the pod (a sandbox that failed to start, say) does not cut the back-off
+            self._wake.clear()
+            await sleep_until_woken(self._clock, left, self._wake)
+        if self._backoff_until is not None:
+            self._backoff_until = None
+            self._urgent = False
+            self._wake.clear()
+            self.st.wake_at = None
+            return
+        self._urgent = False
         if self._wake.is_set():
             self._wake.clear()
             self.st.wake_at = None
@@ -231,14 +263,15 @@ class PodWorkers:
         if w is not None:
             w.remove()
 
-    def wake(self, uid: str) -> None:
+    def wake(self, uid: str, urgent: bool = False) -> None:
+        """`urgent`: a change of the pod's inputs (a ConfigMap or Secret it uses), synced even in a back-off."""
         w = self._workers.get(uid)
         if w is not None:
-            w.wake()
+            w.wake(urgent)
 
-    def wake_all(self) -> None:
+    def wake_all(self, urgent: bool = False) -> None:
         for w in self._workers.values():
-            w.wake()
+            w.wake(urgent)
 
     def _start(self, pod: Pod, adopted: bool) -> PodWorker:
         w = self._factory(pod, adopted)

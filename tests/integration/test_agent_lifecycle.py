@@ -232,6 +232,10 @@ async def test_config_errors_do_not_disturb_other_pods(agent: AgentProcess) -> N
     agent.put("fine.yaml", simple_pod("fine", [{"name": "main", "command": ["sleep", "3600"],
                                                 "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "$(A)-$$(A)-$(C)"}],
                                                 "args": ["$(B)"]}]))
+    # the engine creates the sandbox and fails its start (runc cannot write the value)
+    agent.put("refused.yaml", simple_pod("refused", [{"name": "main", "command": ["sleep", "3600"]}],
+                                         securityContext={"sysctls": [{"name": "net.ipv4.tcp_syncookies",
+                                                                       "value": "banana"}]}))
     agent.start()
     p = await agent.wait_pod("cfg", lambda p: waiting_reason(p, "main") == "CreateContainerConfigError",
                              "CreateContainerConfigError")
@@ -239,6 +243,19 @@ async def test_config_errors_do_not_disturb_other_pods(agent: AgentProcess) -> N
     assert cstatus(p, "main")["state"]["waiting"]["message"] == "couldn't get configMap default/cm, no kubeClient defined"
     fine = await agent.wait_pod("fine", lambda p: phase(p) == "Running", "Running")
     assert fine["status"]["phase"] == "Running"
+
+    # upstream podWorkers.completeWork: the failed sync is retried after 10-15 s, not at each runtime event
+    # the failure causes (it was every 0.4 s); the repeats are one Event with a count
+    refused = await agent.wait_pod("refused", lambda p: bool(p["status"].get("startTime")), "refused seen")
+    uid = refused["metadata"]["uid"]
+
+    async def sandbox_failures() -> list[dict[str, Any]]:
+        return [e for e in await events_for(agent, uid) if e["reason"] == "FailedCreatePodSandBox"]
+
+    await agent.wait_for("FailedCreatePodSandBox", sandbox_failures, timeout=30)
+    await asyncio.sleep(6)
+    [later] = await sandbox_failures()
+    assert later["count"] <= 2, later
 
 
 async def test_hooks_deadline_and_termination_message(agent: AgentProcess, runtime_view: RuntimeView) -> None:
@@ -255,6 +272,9 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, runti
         {"name": "file", "command": ["sh", "-c", "echo custom-message > /dev/termination-log; exit 4"]},
         {"name": "logs", "command": ["sh", "-c", "echo from-the-logs; exit 5"],
          "terminationMessagePolicy": "FallbackToLogsOnError"},
+        # NodeConformance's non-root, non-default path case: the host file is 0666 (upstream makeMounts)
+        {"name": "nonroot", "command": ["sh", "-c", "echo as-user-1000 > /dev/termination-custom-log; exit 3"],
+         "terminationMessagePath": "/dev/termination-custom-log", "securityContext": {"runAsUser": 1000}},
     ], restartPolicy="Never"))
     agent.start()
     p = await agent.wait_pod("hooks", lambda p: state_of(p, "post") == "running"
@@ -272,6 +292,7 @@ async def test_hooks_deadline_and_termination_message(agent: AgentProcess, runti
     m = await agent.wait_pod("msg", lambda p: phase(p) == "Failed", "Failed")
     assert cstatus(m, "file")["state"]["terminated"]["message"] == "custom-message\n"
     assert cstatus(m, "file")["state"]["terminated"]["exitCode"] == 4
+    assert cstatus(m, "nonroot")["state"]["terminated"]["message"] == "as-user-1000\n"
     await agent.wait_pod("msg", lambda p: "from-the-logs" in cstatus(p, "logs")["state"]["terminated"].get("message", ""),
                          "message from logs", timeout=15)
 

@@ -126,4 +126,8 @@ async def test_dockerd_killed_mid_create(agent: AgentProcess, docker: aiodocker.
     ours = [c._container for c in found if c._container["Labels"].get("io.kubernetes.pod.name", "").endswith(agent.node)]
     live = [c for c in ours if c["State"] == "running"]
     assert len(live) == 3 * 3, [(c["Names"], c["State"]) for c in ours]
+    # a sandbox the engine's death left `created` goes once its pod runs in a new one (evictSandboxes' rule, now)
+    unused = [c["Names"] for c in ours if c["Labels"].get("io.kubernetes.docker.type") == "podsandbox"
+              and c["State"] == "created"]
+    assert not unused, unused
     assert agent.proc is not None and agent.proc.poll() is None

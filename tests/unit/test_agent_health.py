@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from cri.errors import RuntimeUnavailableError
 from cri.fake import FakeRuntime
 from minikubelet.agent import Agent
@@ -59,6 +61,32 @@ async def test_syncloop_fails_five_minutes_after_the_runtime_went_down(tmp_path:
         await _settle()
         assert agent.runtime_errors() == ()
         assert await agent.health() == [("ping", None), ("syncloop", None)]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_the_runtime_answering_again_syncs_every_pod_at_once(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """upstream's syncLoop resumes once the runtime answers: the pods whose syncs failed meanwhile sync now, not
+    at the end of their podWorkers back-off."""
+    clock = FakeClock()
+    fake = FakeRuntime(clock)
+    agent = Agent(KubeletConfig(root_dir=str(tmp_path), static_pod_path=str(tmp_path / "manifests")), fake,
+                  clock=clock)
+    woken: list[bool] = []
+    monkeypatch.setattr(agent.workers, "wake_all", lambda urgent=False: woken.append(urgent))
+    task = asyncio.create_task(agent._runtime_up())
+    try:
+        await _settle()
+        fake.fail("version", RuntimeUnavailableError("Cannot connect to the Docker daemon"), times=2)
+        for _ in range(2):
+            clock.advance(5)
+            await _settle()
+        assert woken == []
+        clock.advance(5)
+        await _settle()
+        assert woken == [True]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

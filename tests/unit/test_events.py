@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from minikubelet.base.clock import FakeClock
 from minikubelet.events import (
@@ -64,3 +67,14 @@ def test_node_events_render_as_the_recorded_kubelet_sends_them() -> None:
             assert event[key] == want[key], key
         assert event["metadata"]["namespace"] == want["metadata"]["namespace"] == "default"
         assert event["metadata"]["name"].startswith("k8slab-kubelet.")
+
+
+def test_a_repeat_bumps_the_count_and_is_not_logged_again_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    """As client-go's EventCorrelator: the same reason, message and object is one event with a growing count."""
+    rec = EventRecorder(FakeClock(), "node-1")
+    with caplog.at_level(logging.INFO, logger="minikubelet.events"):
+        for _ in range(50):
+            rec.pod_event(pod(), "Warning", "FailedCreatePodSandBox", "Failed to create pod sandbox: refused")
+    [event] = rec.list("u1")
+    assert event["count"] == 50
+    assert len([r for r in caplog.records if r.levelno >= logging.INFO]) == 1

@@ -1,4 +1,5 @@
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -176,3 +177,13 @@ def test_orphaned_pod_dirs_are_removed_known_ones_kept(tmp_path: Path) -> None:
     assert sorted(p.name for p in (root / "pods").iterdir()) == ["keep"]
     assert (outside / "data").exists()
     assert cleanup_orphaned_pod_dirs(str(tmp_path / "nothing"), []) == []
+
+
+def test_termination_log_is_world_writable_as_upstream_makeMounts(tmp_path: Path) -> None:
+    """upstream makeMounts chmods the termination log 0666: a container running as a non-root user writes it."""
+    old = os.umask(0o022)
+    try:
+        path = create_termination_log(str(tmp_path), "u1", "c", 0)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o666

@@ -122,13 +122,15 @@ async def test_active_deadline_fails_the_pod_and_kills_it(node: FakeNode) -> Non
     assert node.runtime.running() == []
 
 
-async def test_a_runtime_error_is_retried_after_ten_seconds(node: FakeNode) -> None:
+async def test_a_runtime_error_is_retried_after_ten_to_fifteen_seconds(node: FakeNode) -> None:
     node.runtime.fail("run_pod_sandbox", RuntimeError_("docker is restarting"))
     node.config.set_source_pods("file", [make_pod()])
     await node.settle()
     assert node.runtime.running() == []
     assert any(r == "FailedCreatePodSandBox" for r, _ in node.events())
-    await node.advance(11)
+    await node.advance(9.5, step=0.5)
+    assert node.runtime.running() == []
+    await node.advance(6, step=0.5)
     assert node.phase() == "Running"
 
 
@@ -287,3 +289,53 @@ async def test_the_first_status_is_set_before_the_runtime_is_touched(node: FakeN
     assert first["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
     assert "podIP" not in first
     assert seen[-1]["startTime"] == first["startTime"] == rfc3339(started_at)
+
+
+async def test_failed_sandbox_creation_requeues_after_the_backoff_as_upstream_completeWork(node: FakeNode) -> None:
+    """upstream podWorkers.completeWork: a failed sync is requeued after backOffPeriod (10 s, jitter 0.5), so
+    runtime events about the pod (here a wake every 0.4 s) do not bring the next attempt forward."""
+    node.runtime.fail("run_pod_sandbox", RuntimeError_("unknown or invalid runtime name: refused"), times=10_000)
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+
+    def attempts() -> int:
+        return sum(1 for c in node.runtime.calls if c.op == "run_pod_sandbox")
+
+    assert attempts() == 1
+    for _ in range(150):  # 60 s
+        node.workers.wake("uid-1")
+        await node.advance(0.4, step=0.4)
+    assert 1 + 60 // 15 <= attempts() <= 1 + 60 // 10
+    [count] = [e["count"] for e in node.recorder.list("uid-1") if e["reason"] == "FailedCreatePodSandBox"]
+    assert count == attempts()  # repeats bump the one event's count
+    # a new version of the pod is synced at once, back-off or not (upstream UpdatePod)
+    before = attempts()
+    node.config.set_source_pods("file", [make_pod(activeDeadlineSeconds=600)])
+    await node.settle()
+    assert attempts() == before + 1
+    # so is a change of what the pod uses (a ConfigMap or Secret arrived)
+    node.workers.wake("uid-1", urgent=True)
+    await node.settle()
+    assert attempts() == before + 2
+
+
+async def test_an_adopted_pods_created_sandbox_is_removed_on_the_first_sync_as_evictSandboxes(
+        node: FakeNode, tmp_path: Path) -> None:
+    """An agent killed between the sandbox's create and start leaves it `created`; the next agent runs the pod in
+    a new sandbox and removes the unused one at once (upstream computePodActions uses the newest ready sandbox,
+    kuberuntime_gc.go evictSandboxes removes the not-ready ones without containers, a minute later)."""
+    node.runtime.fail("start_pod_sandbox", RuntimeError_("agent killed"))
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    [interrupted] = await node.runtime.list_pod_sandboxes()
+    assert interrupted.state.name == "NOTREADY"
+    await node.close()
+    successor = FakeNode(tmp_path, runtime=node.runtime)
+    try:
+        successor.config.set_source_pods("file", [make_pod()])
+        await successor.settle()
+        assert successor.phase() == "Running"
+        sandboxes = await node.runtime.list_pod_sandboxes()
+        assert [(s.metadata.attempt, s.state.name) for s in sandboxes] == [(1, "READY")]
+    finally:
+        await successor.close()
