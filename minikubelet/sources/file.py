@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from asyncinotify import Inotify, Mask
 
+from minikubelet.base import podview
 from minikubelet.base.bounded_reader import (
     FileVersion,
     NotRegular,
@@ -69,6 +70,7 @@ class StaticPodSource:
         self._entries: dict[str, _Entry] = {}
         self._duplicates: dict[str, str] = {}  # file -> the file that already defines its pod
         self._read_errors: dict[str, str] = {}  # file -> last read error reported
+        self._uid_from: dict[str, str] = {}  # uid -> the file whose pod was published with it
         self._list_error = ""
         self._lock = asyncio.Lock()
 
@@ -79,7 +81,7 @@ class StaticPodSource:
             return None
         pods: list[Pod] = []
         defined_by: dict[str, str] = {}
-        uid_defined_by: dict[str, str] = {}
+        named: list[tuple[str, Pod, str]] = []  # (file, pod, namespace/name) past the name check
         present: set[str] = set()
         big = False
         for fpath in files:
@@ -93,15 +95,20 @@ class StaticPodSource:
             if first != fpath:
                 self._duplicate(fpath, first, f"pod {key}")
                 continue
-            # Two manifests that set one metadata.uid: the merge would keep one of them and log the pods, not the
-            # files; here both files are named, and the second is refused as a duplicate is.
-            uid = str(pod["metadata"].get("uid") or "")
-            first = uid_defined_by.setdefault(uid, fpath) if uid else fpath
+            named.append((fpath, pod, key))
+        # Two manifests that set one metadata.uid: the merge would keep one of them and log the pods, not the
+        # files. Here the file whose pod holds the uid keeps it (else the first in name order), and the other is
+        # refused as a duplicate is, naming both files.
+        uid_from = {podview.uid(p): f for f, p, _ in named if self._uid_from.get(podview.uid(p)) == f}
+        for fpath, pod, key in named:
+            uid = podview.uid(pod)
+            first = uid_from.setdefault(uid, fpath)
             if first != fpath:
                 self._duplicate(fpath, first, f"uid {uid} of pod {key}", reason="duplicate_uid")
                 continue
             self._duplicates.pop(fpath, None)
             pods.append(pod)
+        self._uid_from = uid_from
         for gone in [p for p in self._entries if p not in present]:
             big = True
             del self._entries[gone]

@@ -141,6 +141,10 @@ async def test_duplicate_uid_names_both_files_and_is_counted(h: Harness, caplog:
     assert len(lines) == 1 and h.errors("duplicate_uid") == 1, lines
     assert str(h.dir / "b.yaml") in lines[0] and str(h.dir / "a.yaml") in lines[0]
     assert "11111111-2222-3333-4444-555555555555" in lines[0]
+    # a file earlier in name order that takes the uid later does not take it from the running pod
+    h.put("0.yaml", with_uid("zero"))
+    assert await h.names() == ["alpha-n1"]
+    assert h.errors("duplicate_uid") == 2 and str(h.dir / "0.yaml") in _lines(caplog, "is already defined by")[-1]
 
 
 async def test_duplicate_pod_is_one_line_per_change(h: Harness, caplog: pytest.LogCaptureFixture) -> None:
