@@ -290,10 +290,8 @@ async def test_a_failing_neutral_handler_logs_its_traceback_and_the_connection_s
     assert "RuntimeError: bug" in logging.Formatter().formatException(errors[0].exc_info)
 
 
-async def test_idle_connections_at_the_cap_never_keep_healthz_from_answering() -> None:
-    """The read-only port with /healthz on it (healthzPort 0): a client that opens the cap's worth of connections
-    and sends nothing used to have every new connection refused until the 10 s header timeout; now the longest-idle
-    connection is closed to make room, and a connection with a request in flight never is."""
+def _slow_routes() -> tuple[Routes, asyncio.Event]:
+    """The test routes plus /slow, which answers once the event is set: a request held in flight."""
     release = asyncio.Event()
 
     async def slow(_request: Request) -> Response:
@@ -302,6 +300,14 @@ async def test_idle_connections_at_the_cap_never_keep_healthz_from_answering() -
 
     routes = _routes()
     routes.get("/slow", slow)
+    return routes, release
+
+
+async def test_idle_connections_at_the_cap_never_keep_healthz_from_answering() -> None:
+    """The read-only port with /healthz on it (healthzPort 0): a client that opens the cap's worth of connections
+    and sends nothing used to have every new connection refused until the 10 s header timeout; now the longest-idle
+    connection is closed to make room, and a connection with a request in flight never is."""
+    routes, release = _slow_routes()
     site = PlainSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=20, header_timeout=30.0,
                                                             log_interval=60.0))
     await site.start()
@@ -335,14 +341,7 @@ async def test_idle_connections_at_the_cap_never_keep_healthz_from_answering() -
 
 
 async def test_at_the_cap_with_every_connection_busy_the_new_one_is_refused() -> None:
-    release = asyncio.Event()
-
-    async def slow(_request: Request) -> Response:
-        await release.wait()
-        return Response.text("slow")
-
-    routes = _routes()
-    routes.get("/slow", slow)
+    routes, release = _slow_routes()
     site = PlainSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=3, log_interval=60.0))
     await site.start()
     writers = []
