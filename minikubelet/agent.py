@@ -215,11 +215,11 @@ class Agent:
         self.checkpoint.restore()
         version = await self.runtime.version()
         self.syncer.container_id_scheme = version.container_id_scheme
+        runtime_config = await self.runtime.runtime_config()
         if self.containers.cgroups is None:
-            self.cgroups = build_pod_cgroups(cfg, (await self.runtime.runtime_config()).cgroup_driver,
+            self.cgroups = build_pod_cgroups(cfg, runtime_config.cgroup_driver,
                                              lambda: list(self.manager.desired.values()))
             self.containers.cgroups = self.cgroups
-        runtime_config = await self.runtime.runtime_config()
         manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir, manager,
                                    sandbox_image=cfg.pod_infra_container_image,

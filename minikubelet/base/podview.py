@@ -334,7 +334,7 @@ class PodView:
 
     @property
     def is_static(self) -> bool:
-        return self.annotations.get("kubernetes.io/config.source") in ("file", "http")
+        return self.annotations.get("kubernetes.io/config.source") in STATIC_SOURCES
 
     @property
     def containers(self) -> tuple[ContainerView, ...]:
@@ -389,6 +389,15 @@ def container_hash(c: Mapping[str, Any]) -> str:
 
 # ---- dict accessors for the layers that carry the raw pod JSON before a view exists (sources, the merge,
 # admission, the status manager, events): identity and container lookups only. Logic reads a PodView.
+
+
+STATIC_SOURCES = ("file", "http")  # upstream IsStaticPod: any source but the API server
+
+
+def is_static(pod: Pod) -> bool:
+    """From the static pod directory or a manifest URL."""
+    ann = meta(pod).get("annotations")
+    return isinstance(ann, dict) and ann.get("kubernetes.io/config.source") in STATIC_SOURCES
 
 
 def meta(pod: Pod) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from minikubelet.base.podview import Pod, PodView
 from minikubelet.events import EventRecorder
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
 from minikubelet.sources.merge import PodOp, PodUpdate
+from minikubelet.status.generate import TERMINAL_PHASES
 from minikubelet.status.manager import StatusManager
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
 from minikubelet.worker.workers import PodWorkers
@@ -37,7 +38,7 @@ def _deletion_kill(pod: Pod) -> KillPodOptions | None:
 
 def _terminal_phase(pod: Pod) -> bool:
     status = pod.get("status")
-    return isinstance(status, dict) and status.get("phase") in ("Failed", "Succeeded")
+    return isinstance(status, dict) and status.get("phase") in TERMINAL_PHASES
 
 
 def _differs_semantically(old: Pod, new: Pod) -> bool:
@@ -168,7 +169,7 @@ class PodManager:
     def _admitted_pod_terminal(self, uid: str, pod: Pod) -> bool:
         """upstream isAdmittedPodTerminal: the source's phase or the status manager's is terminal."""
         ours = self.statuses.get_pod_status(uid)
-        return _terminal_phase(pod) or (ours is not None and ours.get("phase") in ("Failed", "Succeeded"))
+        return _terminal_phase(pod) or (ours is not None and ours.get("phase") in TERMINAL_PHASES)
 
     def readmit(self, uid: str) -> None:
         """The Node was read again (or could not be): admit the pod against it, without another read."""

@@ -41,8 +41,7 @@ def is_mirror_pod(pod: Pod) -> bool:
 
 def is_static_pod(pod: Pod) -> bool:
     """From the static pod directory or a manifest URL (upstream IsStaticPod: any source but the API)."""
-    ann = podview.meta(pod).get("annotations")
-    return isinstance(ann, dict) and ann.get("kubernetes.io/config.source") in ("file", "http")
+    return podview.is_static(pod)
 
 
 def pod_hash(pod: Pod) -> str:

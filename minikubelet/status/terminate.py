@@ -13,11 +13,11 @@ from typing import Any
 
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
+from minikubelet.status.generate import TERMINAL_PHASES
 
 UNKNOWN_REASON = "ContainerStatusUnknown"
 UNKNOWN_MESSAGE = "The container could not be located when the pod was terminated"
 UNKNOWN_EXIT_CODE = 137
-TERMINAL_PHASES = ("Succeeded", "Failed")
 
 Json = dict[str, Any]
 
@@ -39,12 +39,6 @@ def _waiting(cs: Mapping[str, Any]) -> bool:
 def _statuses(status: Mapping[str, Any], key: str) -> list[Any]:
     out = status.get(key)
     return out if isinstance(out, list) else []
-
-
-def _is_static(pod: Pod) -> bool:
-    """upstream IsStaticPod: from any source but the API server."""
-    ann = podview.meta(pod).get("annotations")
-    return isinstance(ann, Mapping) and ann.get("kubernetes.io/config.source") in ("file", "http")
 
 
 def has_pod_initialized(pod: Pod) -> bool:
@@ -99,6 +93,6 @@ def terminated_pod_status(pod: Pod, status: Mapping[str, Any]) -> Json:
     if inits:
         n = initialized_containers(inits)
         out["initContainerStatuses"] = [_unknown(cs) for cs in inits[:n]] + inits[n:]
-    if not _is_static(pod) and out.get("phase") not in TERMINAL_PHASES:
+    if not podview.is_static(pod) and out.get("phase") not in TERMINAL_PHASES:
         out["phase"] = "Failed"
     return out

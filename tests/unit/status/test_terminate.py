@@ -134,6 +134,18 @@ def _final_status(api: ApiServer) -> dict[str, Any]:
     return status
 
 
+async def _delete_and_expect_the_final_delete(api: ApiServer, node: FakeNode, sync: PodStatusSync, uid: str) -> None:
+    """A graceful DELETE through the API; the pod's final status (Failed, 137 ContainerStatusUnknown) is written
+    and the pod is deleted for good."""
+    await api.admin().delete("pods", "p", "default", grace=30)
+    node.config.set_source_pods("api", [await api.admin().get("pods", "p", "default")])
+    await node.settle()
+    await sync.sync_pod(uid)
+    assert (await api.admin().list("pods", "default"))["items"] == []
+    final = _final_status(api)
+    assert final["phase"] == "Failed" and _stored(final["containerStatuses"][0]["state"]) == _stored(UNKNOWN)
+
+
 async def test_a_deleted_pod_whose_image_is_never_pulled_is_deleted_for_good(
         api_server: ApiServer, node: FakeNode, tmp_path: Path) -> None:  # noqa: F811
     """imagePullPolicy Never, the image missing: ErrImageNeverPull, no container ever created. A graceful
@@ -147,13 +159,7 @@ async def test_a_deleted_pod_whose_image_is_never_pulled_is_deleted_for_good(
         await node.settle()
         assert node.container_state("app", uid)["state"]["waiting"]["reason"] == "ErrImageNeverPull"
         await sync.sync_pod(uid)
-        await api_server.admin().delete("pods", "p", "default", grace=30)
-        node.config.set_source_pods("api", [await api_server.admin().get("pods", "p", "default")])
-        await node.settle()
-        await sync.sync_pod(uid)
-        assert (await api_server.admin().list("pods", "default"))["items"] == []
-        final = _final_status(api_server)
-        assert final["phase"] == "Failed" and _stored(final["containerStatuses"][0]["state"]) == _stored(UNKNOWN)
+        await _delete_and_expect_the_final_delete(api_server, node, sync, uid)
     finally:
         await sync.client.close()
 
@@ -170,13 +176,7 @@ async def test_a_deleted_pod_whose_sandbox_never_started_is_deleted_for_good(
         node.config.set_source_pods("api", [pod])
         await node.settle()
         assert node.container_state("app", uid)["state"]["waiting"]["reason"] == "ContainerCreating"
-        await api_server.admin().delete("pods", "p", "default", grace=30)
-        node.config.set_source_pods("api", [await api_server.admin().get("pods", "p", "default")])
-        await node.settle()
-        await sync.sync_pod(uid)
-        assert (await api_server.admin().list("pods", "default"))["items"] == []
-        final = _final_status(api_server)
-        assert final["phase"] == "Failed" and _stored(final["containerStatuses"][0]["state"]) == _stored(UNKNOWN)
+        await _delete_and_expect_the_final_delete(api_server, node, sync, uid)
     finally:
         await sync.client.close()
 

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from cri.fake import FakeRuntime, Program
 from cri.types import ContainerConfig, ContainerMeta, ContainerState, PodMeta, PodSandboxConfig
@@ -15,15 +12,6 @@ from minikubelet.base.clock import FakeClock
 from minikubelet.worker.gc import ContainerGC, GCPolicy
 from minikubelet.worker.log_files import LogFiles
 from tests.unit.fake_node import IMAGE, FakeNode, make_pod
-
-
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
-    n = FakeNode(tmp_path)
-    try:
-        yield n
-    finally:
-        await n.close()
 
 
 def attempts(node: FakeNode, name: str, uid: str = "uid-1") -> list[tuple[int, ContainerState]]:

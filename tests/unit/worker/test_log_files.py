@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from cri.fake import Program
 from minikubelet.worker.log_files import (
@@ -16,15 +13,6 @@ from minikubelet.worker.log_files import (
     pod_uid_from_log_dir,
 )
 from tests.unit.fake_node import FakeNode, make_pod
-
-
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
-    n = FakeNode(tmp_path)
-    try:
-        yield n
-    finally:
-        await n.close()
 
 
 def test_legacy_link_names_as_upstream() -> None:

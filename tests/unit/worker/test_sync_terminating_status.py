@@ -3,8 +3,6 @@ on the fake runtime and the fake clock."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,15 +14,6 @@ from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
 from tests.unit.fake_node import FakeNode, make_pod
 
 NOW = "2026-11-28T16:00:00Z"
-
-
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
-    n = FakeNode(tmp_path)
-    try:
-        yield n
-    finally:
-        await n.close()
 
 
 async def _running(node: FakeNode, **spec: Any) -> tuple[Pod, list[dict[str, Any]]]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,6 @@ from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, terminal_
 from minikubelet.worker.planner import KillContainer
 from minikubelet.worker.sync import kill_grace_period
 from tests.unit.fake_node import IMAGE, FakeNode, make_pod
-
-
-@pytest.fixture
-async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
-    n = FakeNode(tmp_path)
-    try:
-        yield n
-    finally:
-        await n.close()
 
 
 async def test_a_pod_runs_and_reports_running(node: FakeNode) -> None:
