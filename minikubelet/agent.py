@@ -101,8 +101,7 @@ class Agent:
         if probes is None:
             probes = ManagerProbeSource(ProbeManager(runtime, clock, self.probe_registry, lambda uid: self.workers.wake(uid),
                                                      events=recorder.pod_event))
-        self.probes = probes
-        self.cgroups = cgroups
+        self.probes, self.cgroups = probes, cgroups
         self.statuses = StatusManager()
         self.images = ImagePuller(runtime, self.image_backoff, recorder, metrics, clock,
                                   serialize=config.serialize_image_pulls)
@@ -135,14 +134,16 @@ class Agent:
         # upstream adds the eviction manager's admit handler before the others
         self.manager = PodManager(workers, self.statuses, [
             self.eviction.manager, *admit_handlers(config, admit),
-            *([self.shutdown.manager] if self.shutdown is not None and self.shutdown.manager else [])], clock, recorder)
+            *([self.shutdown.manager] if self.shutdown is not None and self.shutdown.manager else [])], clock, recorder,
+            metrics=metrics)
         self.pod_config = PodConfig(self.manager.handle)
         self.health_check = RuntimeHealth(runtime, clock, self.pleg, lambda: workers.wake_all(urgent=True))
         self.sources = PodSources(config, self.node_name, clock, metrics, self._set_source_pods,
                                   hk.stop_orphans_once_sources_seen)
-        hk.manager, hk.cgroups, hk.sources_seen = self.manager, lambda: self.cgroups, self._sources_seen
-        self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry,
-                                    recorder.list, self.probe_registry, pods_version=lambda: self.statuses.version)
+        hk.manager, hk.cgroups, hk.sources_seen, hk.mirror_pods = self.manager, lambda: self.cgroups, \
+            self._sources_seen, lambda: len(self.api_pods.mirrors.mirrors) if self.api_pods is not None else 0
+        self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry, recorder.list,
+                                    self.probe_registry, pods_version=lambda: self.statuses.version, http=metrics.http)
         self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors
         self.status_inputs = NodeStatusReader(
             config, runtime, conditions, self.node_name, self.host_ip, self.health_check, self.eviction.manager,
@@ -153,8 +154,7 @@ class Agent:
             from minikubelet.services.node_join import node_join  # the API client only on a joined node
 
             self.join = node_join(config, self.node_name, clock, self.status_inputs, recorder.node_status_event)
-        self.services = ServiceGroup()
-        self._stop = asyncio.Event()
+        self.services, self._stop = ServiceGroup(), asyncio.Event()
 
     def _stats(self) -> StatsProvider:
         assert self.stats is not None, "stats are read only once the agent runs"
@@ -258,7 +258,7 @@ class Agent:
         self.api_pods = ApiPods(join.client, self.node_name, self.clock, self.config.max_pods, self.manager,
                                 self.workers, self.statuses, self.containers, self._set_source_pods,
                                 self._pod_terminated, join.status,
-                                network.network.own_node if network is not None else None)
+                                network.network.own_node if network is not None else None, self.metrics)
         await self.services.start(self.api_pods)
 
     def stop(self) -> None:

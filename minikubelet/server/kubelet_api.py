@@ -58,6 +58,7 @@ from minikubelet.server.port_forward import (
     serve_websocket_port_forward,
     stream_rejection,
 )
+from minikubelet.server.request_metrics import observed
 from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
 from minikubelet.server.streaming import channel_codec, negotiation
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
@@ -136,6 +137,8 @@ class KubeletAPI:
 
     def app(self) -> web.Application:
         app = bounded_app(self.base.limits)
+        if self.base.http is not None:
+            app.middlewares.insert(0, self._count)  # every request, the refused ones too (upstream ServeHTTP)
         app.middlewares.append(self._guard)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/healthz/{check}", self.healthz_check)
@@ -156,6 +159,12 @@ class KubeletAPI:
             app.router.add_route(method, "/portForward/{ns}/{pod}", self.port_forward)
             app.router.add_route(method, "/portForward/{ns}/{pod}/{uid}", self.port_forward)
         return app
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        assert self.base.http is not None
+        with observed(self.base.http, request.method, request.path, "readwrite"):
+            return await handler(request)
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:

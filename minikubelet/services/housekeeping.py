@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
+from minikubelet.base.podview import Pod, is_static
 from minikubelet.base.quantity import to_bytes
 from minikubelet.cm.pod_cgroups import PodCgroups
 from minikubelet.config.kubelet_config import KubeletConfig
@@ -28,6 +30,7 @@ from minikubelet.worker.container_log_manager import ContainerLogManager, LogReo
 from minikubelet.worker.dependencies import CgroupSource
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.image_gc import ImageGC, ImageGCPolicy
+from minikubelet.worker.lifecycle import PodLifecycle
 from minikubelet.worker.log_files import LogFiles
 from minikubelet.worker.workers import PodWorkers
 
@@ -35,6 +38,39 @@ log = logging.getLogger("minikubelet.agent")
 
 CHECKPOINT_PERIOD = 2.0
 ORPHAN_SWEEP_PERIOD = 60.0
+
+
+_LIFECYCLE = {PodLifecycle.SYNCING: "sync", PodLifecycle.TERMINATING: "terminating",
+              PodLifecycle.TERMINATED: "terminated"}
+# upstream's valid (config, static) pairs of kubelet_working_pods, each with every lifecycle
+_WORKING = (("desired", "true"), ("desired", ""), ("orphan", "true"), ("orphan", ""), ("runtime_only", "unknown"))
+
+
+def set_pod_gauges(metrics: Metrics, desired: Mapping[str, Pod], active: Sequence[Pod], workers: PodWorkers,
+                   runtime_only: AbstractSet[str], mirrors: int) -> None:
+    static = [uid for uid, pod in desired.items() if is_static(pod)]
+    metrics.desired_pods.labels("").set(len(desired) - len(static))
+    metrics.desired_pods.labels("true").set(len(static))
+    active_static = sum(1 for pod in active if is_static(pod))
+    metrics.active_pods.labels("").set(len(active) - active_static)
+    metrics.active_pods.labels("true").set(active_static)
+    metrics.mirror_pods.set(mirrors)
+    counts: dict[tuple[str, str, str], int] = {}
+    for uid in workers.uids():
+        w = workers.get(uid)
+        if w is None:
+            continue
+        if uid in runtime_only:
+            config, static_label = "runtime_only", "unknown"
+        else:
+            config = "desired" if uid in desired else "orphan"
+            static_label = "true" if is_static(w.pod) else ""
+        key = (_LIFECYCLE[w.lifecycle], config, static_label)
+        counts[key] = counts.get(key, 0) + 1
+    for config, static_label in _WORKING:
+        for lifecycle in _LIFECYCLE.values():
+            metrics.working_pods.labels(lifecycle, config, static_label).set(counts.get((lifecycle, config,
+                                                                                       static_label), 0))
 
 
 class Housekeeping(Service):
@@ -67,6 +103,7 @@ class Housekeeping(Service):
         self.manager: PodManager | None = None
         self.cgroups: Callable[[], CgroupSource | None] = lambda: None
         self.sources_seen: Callable[[], bool] = lambda: True
+        self.mirror_pods: Callable[[], int] = lambda: 0
         self.orphans_pending = True
         self._trim: asyncio.TimerHandle | None = None
 
@@ -81,7 +118,7 @@ class Housekeeping(Service):
         if not self.orphans_pending or not self.sources_seen() or self.manager is None:
             return
         self.orphans_pending = False
-        self.manager.adopt_orphans(self._pleg.runtime_uids)
+        self._metrics.orphaned_runtime_pods.inc(self.manager.adopt_orphans(self._pleg.runtime_uids))
         self.sweep_orphans()
 
     def sweep_orphans(self) -> None:
@@ -119,16 +156,14 @@ class Housekeeping(Service):
             pass
 
     def update_gauges(self) -> None:
-        running = 0
-        containers = 0
-        for entry in self._statuses.statuses():
-            status = entry.status
-            if status.get("phase") == "Running":
-                running += 1
-            containers += sum(1 for s in status.get("containerStatuses", []) if "running" in s.get("state", {}))
-            containers += sum(1 for s in status.get("initContainerStatuses", []) if "running" in s.get("state", {}))
-        self._metrics.running_pods.set(running)
-        self._metrics.running_containers.labels("running").set(containers)
+        """upstream HandlePodCleanups' gauges: the pods the sources want, the active ones, the mirror pods and the
+        pod workers by lifecycle and config (the running pods and containers come from the PLEG's relist)."""
+        if self.manager is not None:
+            set_pod_gauges(self._metrics, self.manager.desired, self.manager.active_pods(), self._workers,
+                           self.manager.runtime_only, self.mirror_pods())
+        # upstream adds each pass's restarts and orphans, so both series exist from the first pass
+        self._metrics.restarted_pods.labels("true").inc(0)
+        self._metrics.restarted_pods.labels("").inc(0)
 
     async def _housekeeping(self) -> None:
         while True:

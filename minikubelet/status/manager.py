@@ -8,6 +8,7 @@ else keeps a copy.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +29,12 @@ class VersionedStatus:
     # set by terminate_pod at the end of the pod's termination (upstream podIsFinished): only then may a
     # pod the API server is deleting be deleted for good
     finished: bool = False
+    at: float = 0.0  # `StatusManager.now` when this version was made (upstream versionedPodStatus.at)
 
 
 class StatusManager:
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] = time.monotonic) -> None:
+        self.now = now
         self._statuses: dict[str, VersionedStatus] = {}
         self._version = 0
         self._listeners: list[StatusListener] = []
@@ -72,10 +75,10 @@ class StatusManager:
                 # (upstream updateStatusInternal skips an equal status). A drift in the API's copy is the
                 # API sync's reconcile.
                 self._version += 1
-                self._statuses[uid] = VersionedStatus(pod, status, old.version, was_finished)
+                self._statuses[uid] = VersionedStatus(pod, status, old.version, was_finished, old.at)
             return
         self._version += 1
-        self._statuses[uid] = VersionedStatus(pod, status, self._version, finished or was_finished)
+        self._statuses[uid] = VersionedStatus(pod, status, self._version, finished or was_finished, self.now())
         for listener in self._listeners:
             listener(pod, status)
 
