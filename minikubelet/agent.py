@@ -83,11 +83,10 @@ class Agent:
         reopener = runtime if isinstance(runtime, LogReopener) else None
         # ListContainerStats (Docker: one list with sizes) gives the containers' writable layers for the stats.
         self._cri_stats = runtime.list_container_stats if isinstance(runtime, ContainerStatsRuntime) else None
-        self.clock = clock = clock or RealClock()
-        self.node_name = node_name(config.hostname_override)
+        self.clock, self.node_name = (clock := clock or RealClock()), node_name(config.hostname_override)
         node_ip = node_ip or config.node_ip
         self.host_ip = host_ip(node_ip)
-        self.metrics = metrics = Metrics()
+        self.metrics = metrics = Metrics(now=clock.now)
         # Every component gets the instrumented runtime, so probe and hook execs are counted too.
         self.runtime = runtime = InstrumentedRuntime(
             RequestTimeoutRuntime(runtime, config.runtime_request_timeout), metrics.runtime_operations,
@@ -102,7 +101,7 @@ class Agent:
             probes = ManagerProbeSource(ProbeManager(runtime, clock, self.probe_registry, lambda uid: self.workers.wake(uid),
                                                      events=recorder.pod_event))
         self.probes, self.cgroups = probes, cgroups
-        self.statuses = StatusManager()
+        self.statuses = StatusManager(metrics=metrics)
         self.images = ImagePuller(runtime, self.image_backoff, recorder, metrics, clock,
                                   serialize=config.serialize_image_pulls)
         allocatable = node_allocatable(config, node_capacity(config.root_dir, config.max_pods))
@@ -126,11 +125,11 @@ class Agent:
                                               (self.container_backoff, self.image_backoff), self.containers.logs,
                                               reopener, self._stats, workers, self.pleg)
         self.eviction = EvictionService(config, clock, recorder, workers, hk.container_gc, hk.image_gc, self._stats,
-                                        self._pod_terminated)
+                                        self._pod_terminated, metrics)
         self.api_pods: ApiPods | None = None  # built after the registration (needs the join's client)
         self.shutdown = node_shutdown(config, clock, recorder, workers, lambda pods: pods_written(
-            self.api_pods.status_sync.written if self.api_pods is not None else None, pods))
-        admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates)
+            self.api_pods.status_sync.written if self.api_pods is not None else None, pods), metrics)
+        admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates, metrics)
         # upstream adds the eviction manager's admit handler before the others
         self.manager = PodManager(workers, self.statuses, [
             self.eviction.manager, *admit_handlers(config, admit),
@@ -153,7 +152,8 @@ class Agent:
         if config.kubeconfig or config.bootstrap_kubeconfig:
             from minikubelet.services.node_join import node_join  # the API client only on a joined node
 
-            self.join = node_join(config, self.node_name, clock, self.status_inputs, recorder.node_status_event)
+            self.join = node_join(config, self.node_name, clock, self.status_inputs, recorder.node_status_event,
+                                  metrics.node_startup_latency)
         self.services, self._stop = ServiceGroup(), asyncio.Event()
 
     def _stats(self) -> StatsProvider:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric, generate_latest
 
 from minikubelet.base.kubetime import parse_time
 
@@ -85,9 +85,21 @@ PLAIN_COUNTERS = ("kubelet_pleg_discard_events", "kubelet_evictions", "kubelet_p
 _PLAIN_RE = re.compile(r"^(# (?:HELP|TYPE) )?(" + "|".join(PLAIN_COUNTERS) + r")_total\b", re.M)
 
 
+class _WithSamples:
+    """The registry's families that have a sample: a vector without children is not in the kubelet's scrape
+    (prometheus_client would write its HELP and TYPE lines alone)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        return (m for m in self._registry.collect() if m.samples)
+
+
 def exposition(registry: CollectorRegistry) -> bytes:
     """The text exposition, with the kubelet's plain counter names kept as the kubelet exposes them."""
-    return _PLAIN_RE.sub(lambda m: (m.group(1) or "") + m.group(2), generate_latest(registry).decode()).encode()
+    text = generate_latest(_WithSamples(registry)).decode()
+    return _PLAIN_RE.sub(lambda m: (m.group(1) or "") + m.group(2), text).encode()
 
 
 class HttpRequestFamilies:
@@ -266,6 +278,55 @@ class Metrics:
             "minikubelet_sync_loop_last_timestamp_seconds", "When the housekeeping loop last completed", registry=r
         )
         self.pod_startup = PodStartupLatency(self, now)
+        self.node_startup_latency = NodeStartupLatency(self, now, boot_time())
+
+
+def boot_time(stat: str = "/proc/stat") -> float:
+    """The machine's boot time (Unix seconds, the kernel's btime); 0 when unknown."""
+    try:
+        with open(stat, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+class NodeStartupLatency:
+    """kubelet_node_startup_*: boot to the agent's start, to the first registration attempt, to the Node's
+    creation (set only when this agent created it), to its first status write with Ready true."""
+
+    def __init__(self, metrics: Metrics, now: Callable[[], float], boot: float) -> None:
+        self._metrics = metrics
+        self._now = now
+        self._boot = boot
+        self._started = now()
+        self._attempt = 0.0
+        self._registered = 0.0
+        self._ready = 0.0
+
+    def attempt_register(self) -> None:
+        if not self._attempt:
+            self._attempt = self._now()
+
+    def registered_new_node(self) -> None:
+        if not self._attempt or self._registered:
+            return
+        self._registered = self._now()
+        m = self._metrics
+        if self._boot:
+            m.node_startup_pre_kubelet.set(self._started - self._boot)
+        m.node_startup_pre_registration.set(self._attempt - self._started)
+        m.node_startup_registration.set(self._registered - self._attempt)
+
+    def node_ready(self) -> None:
+        if not self._registered or self._ready:
+            return
+        self._ready = self._now()
+        self._metrics.node_startup_post_registration.set(self._ready - self._registered)
+        if self._boot:
+            self._metrics.node_startup.set(self._ready - self._boot)
 
 
 @dataclass

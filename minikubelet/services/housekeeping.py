@@ -5,10 +5,12 @@ behind (upstream cleanupOrphanedPodCgroups / cleanupOrphanedPodDirs)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
+from cgroups.detect import detect_cgroup_version
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import Pod, is_static
@@ -24,7 +26,7 @@ from minikubelet.services.service import Loop, Service
 from minikubelet.sources.file import release_memory
 from minikubelet.stats.provider import StatsProvider
 from minikubelet.status.manager import StatusManager
-from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
+from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs, orphaned_pod_dirs
 from minikubelet.worker.backoff import Backoff, BackoffCheckpoint
 from minikubelet.worker.container_log_manager import ContainerLogManager, LogReopener, LogRotatePolicy
 from minikubelet.worker.dependencies import CgroupSource
@@ -83,6 +85,8 @@ class Housekeeping(Service):
         self._clock = clock
         self._root_dir = config.root_dir
         self._metrics = metrics
+        with contextlib.suppress(OSError):  # upstream sets it once at start (cgroupVersionCheck)
+            metrics.cgroup_version.set(detect_cgroup_version())
         self._statuses = statuses
         self.checkpoint = checkpoint
         self._backoffs = tuple(backoffs)
@@ -90,7 +94,8 @@ class Housekeeping(Service):
         self.image_gc = ImageGC(runtime, clock, ImageGCPolicy(
             config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
             config.image_minimum_gc_age, config.image_maximum_gc_age), config.pod_infra_container_image,
-            image_fs(stats), recorder.node_event)
+            image_fs(stats), recorder.node_event,
+            collected=lambda reason: metrics.image_garbage_collected.labels(reason).inc())
         # A CRI runtime's log files are the kubelet's to rotate (Docker rotates its own json-file logs).
         self._log_rotation = None if reopener is None else ContainerLogManager(
             runtime, reopener.reopen_container_log, clock,
@@ -129,7 +134,10 @@ class Housekeeping(Service):
         cgroups = self.cgroups()
         if isinstance(cgroups, PodCgroups):
             cgroups.cleanup_orphans(known)
-        cleanup_orphaned_pod_dirs(self._root_dir, known)
+        orphans = orphaned_pod_dirs(self._root_dir, known)
+        failed = cleanup_orphaned_pod_dirs(self._root_dir, known, orphans=orphans)
+        self._metrics.orphan_pod_cleaned_volumes.set(len(orphans))
+        self._metrics.orphan_pod_cleaned_volumes_errors.set(len(failed))
 
     async def _orphan_sweep(self) -> None:
         while True:

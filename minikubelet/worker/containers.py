@@ -195,6 +195,8 @@ class Containers:
         except (StartContainerError, NotFoundError) as e:
             return self._fail_start(view, c, st, "RunContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.STARTED, "Container started", name)
+        if c.kind == "init":
+            self._metrics.pod_startup.init_container_started(uid, self._clock.now())
         if self.cgroups is not None:
             self.cgroups.container_started(view, cid)
         self.logs.link_legacy(cid, name, view.name, view.namespace, os.path.join(scfg.log_directory, cfg.log_path))
@@ -202,7 +204,8 @@ class Containers:
         if c.post_start:
             try:
                 await run_hook(dict(c.post_start), runtime=self._runtime, clock=self._clock, container_id=cid,
-                               container=c, pod_ip=pod_ip, pod_desc=view.format_pod)
+                               container=c, pod_ip=pod_ip, pod_desc=view.format_pod,
+                               sleep_cut=self._metrics.sleep_action_terminated_early.inc)
             except HookError as e:
                 # upstream startContainer: the event and the waiting reason carry the hook's message, and the
                 # container is killed as any other (its preStop hook runs too)
@@ -241,7 +244,8 @@ class Containers:
             # so that secrets do not leak into events)
             hook = asyncio.create_task(run_hook(dict(pre_stop), runtime=self._runtime, clock=clock,
                                                 container_id=status.id, container=c, pod_ip=pod_ip,
-                                                pod_desc=view.format_pod))
+                                                pod_desc=view.format_pod,
+                                                sleep_cut=self._metrics.sleep_action_terminated_early.inc))
             remaining = max(end - clock.monotonic(), 0.0)
             sleeper = asyncio.create_task(clock.sleep(remaining))
             try:

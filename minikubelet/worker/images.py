@@ -63,6 +63,7 @@ class ImagePuller:
             st.reasons[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}": ErrImagePull: {failure.message}')
             self._recorder.pod_event(pod, "Normal", ev.BACKOFF, f'Back-off pulling image "{image}"', name)
             return ImageResult(False)
+        self._metrics.pod_startup.image_pull_started(uid)
         self._recorder.pod_event(pod, "Normal", ev.PULLING, f'Pulling image "{image}"', name)
         t0 = time.monotonic()
         try:
@@ -77,6 +78,7 @@ class ImagePuller:
             self._recorder.pod_event(pod, "Warning", ev.FAILED, f'Failed to pull image "{image}": {e}', name)
             return ImageResult(False, failure=("ErrImagePull", str(e)))
         took = time.monotonic() - t0
+        self._metrics.pod_startup.image_pull_finished(uid)
         st.image_errors.pop(key, None)
         info = await self._images.image_status(image)
         self._metrics.image_pull_duration.labels(image_size_bucket(info.size if info is not None else 0)).observe(took)
