@@ -112,6 +112,16 @@ class HttpRequestFamilies:
         self.duration = Histogram("kubelet_http_requests_duration_seconds", "Seconds taken to serve HTTP requests",
                                   labels, buckets=DEF_BUCKETS, registry=r)
         self.inflight = Gauge("kubelet_http_inflight_requests", "HTTP requests being served", labels, registry=r)
+        self.volume_stat_duration = Histogram(
+            "kubelet_volume_metric_collection_duration_seconds", "Seconds taken to measure a volume's usage",
+            ["metric_source"], buckets=DEF_BUCKETS, registry=r)
+        self.websocket_streaming = Counter(
+            "kubelet_websocket_streaming_requests", "WebSocket exec, attach and port-forward requests",
+            ["subresource"], registry=r)
+        # container stats come from the cgroup files cAdvisor reads, not from the CRI's stats
+        self.metrics_provider = Gauge("kubelet_metrics_provider", "Where container stats come from: cadvisor or cri",
+                                      ["provider"], registry=r)
+        self.metrics_provider.labels("cadvisor").set(1)
 
 
 class Metrics:
@@ -188,6 +198,20 @@ class Metrics:
         self.pleg_discard_events = Counter("kubelet_pleg_discard_events", "PLEG events dropped", registry=r)
         self.pleg_last_seen = Gauge("kubelet_pleg_last_seen_seconds", "Unix time of the last PLEG relist",
                                     registry=r)
+        # registered by the kubelet whatever its PLEG; observed only by its on-demand single-pod relist and its
+        # evented PLEG (a gate that is off), neither of which this agent has
+        self.pleg_pod_relist_duration = Histogram(
+            "kubelet_pleg_pod_relist_duration_seconds", "Seconds a single-pod relist took (none here)",
+            buckets=DEF_BUCKETS, registry=r)
+        self.evented_pleg_connection_errors = Counter(
+            "kubelet_evented_pleg_connection_error_count", "Evented PLEG stream errors (evented PLEG is off)",
+            registry=r)
+        self.evented_pleg_connections = Counter(
+            "kubelet_evented_pleg_connection_success_count", "Evented PLEG streams opened (evented PLEG is off)",
+            registry=r)
+        self.evented_pleg_connection_latency = Histogram(
+            "kubelet_evented_pleg_connection_latency_seconds", "Evented PLEG event latency (evented PLEG is off)",
+            buckets=DEF_BUCKETS, registry=r)
         # runtime
         self.runtime_operations = Counter(
             "kubelet_runtime_operations", "Runtime operations by operation type", ["operation_type"], registry=r)
@@ -265,6 +289,13 @@ class Metrics:
         self.topology_manager_admission_duration = Histogram(
             "kubelet_topology_manager_admission_duration_ms", "Milliseconds a topology manager admission took",
             buckets=TOPOLOGY_ADMISSION_BUCKETS, registry=r)
+        # image volumes (GA in 1.36, registered always): this agent mounts none, a pod asking for one fails
+        self.image_volume_requested = Counter(
+            "kubelet_image_volume_requested", "Image volumes containers asked for", registry=r)
+        self.image_volume_mounted_succeed = Counter(
+            "kubelet_image_volume_mounted_succeed", "Image volumes mounted", registry=r)
+        self.image_volume_mounted_errors = Counter(
+            "kubelet_image_volume_mounted_errors", "Image volumes that failed to mount", registry=r)
         self.pod_watch_events_dropped = Counter(
             "kubelet_pod_watch_events_dropped", "Pods API watch events dropped (no pods API here: never)",
             registry=r)

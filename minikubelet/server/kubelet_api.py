@@ -377,6 +377,10 @@ class KubeletAPI:
 
     async def _stream(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
         if request.headers.get("Upgrade", "").lower() == "websocket":
+            offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
+            if "v5.channel.k8s.io" in offered and self.base.http is not None:
+                # upstream counts the v5 (stream close) websockets it translates (ExtendWebSocketsToKubelet)
+                self.base.http.websocket_streaming.labels(request.path.lstrip("/").split("/", 1)[0]).inc()
             return await self._stream_websocket(request, opts, remote)
         if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
             refused = _text(500, "Upgrade request required\n")  # Go's http.Error, as recorded
@@ -410,6 +414,8 @@ class KubeletAPI:
         offered = negotiation.offered_protocols(request.headers.getall("Sec-WebSocket-Protocol", []))
         tunnel = websocket and any(channel_codec.is_tunnel(p) for p in offered)
         ports: tuple[int, ...] = ()
+        if tunnel and self.base.http is not None:
+            self.base.http.websocket_streaming.labels("portforward").inc()
         if websocket and not tunnel:
             try:
                 ports = channel_codec.parse_ports(request.query.getall("port", []))

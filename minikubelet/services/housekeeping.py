@@ -24,7 +24,9 @@ from minikubelet.runtime.pleg import PLEG
 from minikubelet.services.eviction import image_fs
 from minikubelet.services.service import Loop, Service
 from minikubelet.sources.file import release_memory
+from minikubelet.stats.log_metrics import LogMetricsCollector
 from minikubelet.stats.provider import StatsProvider
+from minikubelet.stats.snapshot import Snapshot
 from minikubelet.status.manager import StatusManager
 from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs, orphaned_pod_dirs
 from minikubelet.worker.backoff import Backoff, BackoffCheckpoint
@@ -102,6 +104,7 @@ class Housekeeping(Service):
             LogRotatePolicy(to_bytes(config.container_log_max_size), config.container_log_max_files),
             config.container_log_max_workers, config.container_log_monitor_interval)
         self._stats = stats
+        metrics.registry.register(LogMetricsCollector(self._last_stats))
         self._workers = workers
         self._pleg = pleg
         # set by the agent once the pod manager and the sources exist
@@ -111,6 +114,12 @@ class Housekeeping(Service):
         self.mirror_pods: Callable[[], int] = lambda: 0
         self.orphans_pending = True
         self._trim: asyncio.TimerHandle | None = None
+
+    def _last_stats(self) -> Snapshot | None:
+        try:
+            return self._stats().snapshot
+        except AssertionError:  # before the runtime said where its filesystems are
+            return None
 
     def loops(self) -> Sequence[Loop]:
         return [("housekeeping", self._housekeeping), ("container-gc", self.container_gc.run),

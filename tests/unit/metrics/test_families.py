@@ -78,6 +78,16 @@ UPSTREAM_TYPES = {
     "kubelet_http_requests_total": "counter",
     "kubelet_http_requests_duration_seconds": "histogram",
     "kubelet_http_inflight_requests": "gauge",
+    "kubelet_pleg_pod_relist_duration_seconds": "histogram",
+    "kubelet_evented_pleg_connection_error_count": "counter",
+    "kubelet_evented_pleg_connection_success_count": "counter",
+    "kubelet_evented_pleg_connection_latency_seconds": "histogram",
+    "kubelet_image_volume_requested_total": "counter",
+    "kubelet_image_volume_mounted_succeed_total": "counter",
+    "kubelet_image_volume_mounted_errors_total": "counter",
+    "kubelet_metrics_provider": "gauge",
+    "kubelet_volume_metric_collection_duration_seconds": "histogram",
+    "kubelet_websocket_streaming_requests_total": "counter",
 }
 # vectors (labelled) and the unlabelled histogram vectors: absent until their first child, as upstream's
 UPSTREAM_LABELS = {
@@ -104,19 +114,23 @@ UPSTREAM_LABELS = {
     "kubelet_http_requests_total": {"method", "path", "server_type", "long_running"},
     "kubelet_http_requests_duration_seconds": {"method", "path", "server_type", "long_running", "le"},
     "kubelet_http_inflight_requests": {"method", "path", "server_type", "long_running"},
+    "kubelet_volume_metric_collection_duration_seconds": {"metric_source", "le"},
+    "kubelet_websocket_streaming_requests_total": {"subresource"},
 }
 LAZY = {"kubelet_pod_start_sli_duration_seconds", "kubelet_pod_start_total_duration_seconds"}
 
 
 def test_a_fresh_scrape_has_the_unlabelled_families_at_zero_and_no_labelled_ones() -> None:
     families = scrape(Metrics().registry)
-    unlabelled = set(UPSTREAM_TYPES) - set(UPSTREAM_LABELS) - LAZY
+    unlabelled = set(UPSTREAM_TYPES) - set(UPSTREAM_LABELS) - LAZY - {"kubelet_metrics_provider"}
     assert unlabelled <= set(families)
     for name in unlabelled:
         assert families[name].type == UPSTREAM_TYPES[name]
         if families[name].type != "histogram" and name != "kubelet_cgroup_version":
             assert [v for _, _, v in families[name].samples] == [0.0], name
     assert not (set(UPSTREAM_LABELS) | LAZY) & set(families)
+    # the one vector the kubelet fills at start: where its container stats come from
+    assert families["kubelet_metrics_provider"].samples == [("kubelet_metrics_provider", {"provider": "cadvisor"}, 1.0)]
 
 
 def _touch_every_vector(m: Metrics) -> None:
@@ -145,6 +159,8 @@ def _touch_every_vector(m: Metrics) -> None:
     m.http.inflight.labels("GET", "pods", "readonly", "false").set(0)
     m.pod_start_sli_duration.observe(1)
     m.pod_start_total_duration.observe(1)
+    m.http.volume_stat_duration.labels("du").observe(0.01)
+    m.http.websocket_streaming.labels("exec").inc()
 
 
 def test_every_family_has_the_kubelets_type_and_label_names() -> None:
@@ -169,6 +185,8 @@ def test_counters_the_kubelet_names_without_total_are_served_so() -> None:
     assert text["kubelet_evictions"].samples == [("kubelet_evictions", {"eviction_signal": "nodefs.available"}, 1.0)]
     assert text["kubelet_pleg_discard_events"].samples == [("kubelet_pleg_discard_events", {}, 2.0)]
     assert "kubelet_evictions_total" not in text and "kubelet_pleg_discard_events_total" not in text
+    assert text["kubelet_evented_pleg_connection_error_count"].samples == [
+        ("kubelet_evented_pleg_connection_error_count", {}, 0.0)]
     m.eviction_stats_age.labels("nodefs.available").observe(1)
     # a family whose name merely starts like one of them is left alone
     assert "kubelet_eviction_stats_age_seconds" in scrape(m.registry)
@@ -233,3 +251,23 @@ def test_boot_time_reads_btime(tmp_path: object) -> None:
     stat.write_text("cpu  1 2 3\nbtime 1700000000\nprocesses 5\n")
     assert boot_time(str(stat)) == 1700000000.0
     assert boot_time(str(Path(str(tmp_path)) / "missing")) == 0.0
+
+
+def test_container_log_bytes_come_from_the_last_stats_pass() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from minikubelet.stats.log_metrics import LogMetricsCollector
+    from minikubelet.stats.snapshot import ContainerEntry, Fs, NodeEntry, PodEntry, Snapshot
+
+    node = NodeEntry("n", 0.0, 1, 1, None, None, 0.0)
+    pod = PodEntry("web", "ns", "u1", 0.0, "sb", "pause", None, None, (
+        ContainerEntry("main", "c1", "busybox", 0.0, None, logs=Fs(0.0, None, 4096)),
+        ContainerEntry("side", "c2", "busybox", 0.0, None)))
+    current: list[Snapshot | None] = [None]
+    registry = CollectorRegistry()
+    registry.register(LogMetricsCollector(lambda: current[0]))
+    assert "kubelet_container_log_filesystem_used_bytes" not in scrape(registry)  # before the first pass
+    current[0] = Snapshot(1.0, node, (pod,))
+    assert scrape(registry)["kubelet_container_log_filesystem_used_bytes"].samples == [
+        ("kubelet_container_log_filesystem_used_bytes",
+         {"container": "main", "namespace": "ns", "pod": "web", "uid": "u1"}, 4096.0)]
