@@ -205,6 +205,21 @@ class PodManager:
                 self._admit(p)
                 break
 
+    def restart_unknown(self) -> None:
+        """upstream HandlePodCleanups: an active pod no worker knows (its uid came back while its previous worker
+        was terminating it: a static pod's fixed uid) starts again; kubelet_restarted_pods_total counts them."""
+        restarted = {"true": 0, "": 0}
+        for pod in self.active_pods():
+            uid = podview.uid(pod)
+            if uid in self.workers or uid in self._waiting or uid in self._rejected:
+                continue
+            log.info("pod restarted: wanted again after its worker finished", extra={"kv": {
+                "pod": podview.format_pod(pod), "podUID": uid}})
+            self.workers.update_pod(pod)
+            restarted["true" if podview.is_static(pod) else ""] += 1
+        for static, count in restarted.items():
+            self._metrics.restarted_pods.labels(static).inc(count)
+
     # --- runtime adoption -----------------------------------------------------------------
     def adopt_orphans(self, runtime_uids: Mapping[str, Mapping[str, str]]) -> int:
         """Stop pods the runtime runs that no source wants (removed while the agent was down); how many."""

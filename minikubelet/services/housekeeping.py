@@ -173,14 +173,13 @@ class Housekeeping(Service):
             pass
 
     def update_gauges(self) -> None:
-        """upstream HandlePodCleanups' gauges: the pods the sources want, the active ones, the mirror pods and the
-        pod workers by lifecycle and config (the running pods and containers come from the PLEG's relist)."""
+        """upstream HandlePodCleanups' restarts of wanted pods no worker knows, then its gauges: the pods the
+        sources want, the active ones, the mirror pods and the pod workers by lifecycle and config (the running
+        pods and containers come from the PLEG's relist)."""
         if self.manager is not None:
+            self.manager.restart_unknown()
             set_pod_gauges(self._metrics, self.manager.desired, self.manager.active_pods(), self._workers,
                            self.manager.runtime_only, self.mirror_pods())
-        # upstream adds each pass's restarts and orphans, so both series exist from the first pass
-        self._metrics.restarted_pods.labels("true").inc(0)
-        self._metrics.restarted_pods.labels("").inc(0)
 
     async def _housekeeping(self) -> None:
         while True:

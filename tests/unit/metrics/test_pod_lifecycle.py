@@ -177,3 +177,27 @@ async def test_a_runtime_pod_no_source_knows_is_an_orphaned_runtime_pod(tmp_path
     finally:
         await successor.close()
         await first.close()
+
+
+async def test_a_static_pod_back_while_it_was_stopping_is_restarted_and_counted(node: FakeNode) -> None:
+    n = node
+    n.runtime.program("slow", Program(ignore_stop_signal=True))
+    pod = make_pod(containers=[{"name": "slow", "image": IMAGE}])
+    n.config.set_source_pods("file", [pod])
+    await n.settle()
+    first = n.runtime.container_id("slow")
+    n.config.set_source_pods("file", [])
+    await n.settle()
+    n.config.set_source_pods("file", [pod])  # the same manifest again, the same uid, before the old one stopped
+    await n.settle()
+    n.manager.restart_unknown()
+    assert "uid-1" in n.workers  # still the stopping worker: nothing to restart yet
+    await n.advance(40)
+    assert n.finished == ["uid-1"] and "uid-1" not in n.workers
+    assert v(n, "kubelet_restarted_pods_total", static="true") == 0
+    n.manager.restart_unknown()  # the next housekeeping pass
+    await n.settle()
+    assert v(n, "kubelet_restarted_pods_total", static="true") == 1 and v(n, "kubelet_restarted_pods_total", static="") == 0
+    assert n.phase() == "Running" and n.runtime.container_id("slow") != first
+    n.manager.restart_unknown()
+    assert v(n, "kubelet_restarted_pods_total", static="true") == 1
