@@ -83,7 +83,8 @@ class Agent:
         reopener = runtime if isinstance(runtime, LogReopener) else None
         # ListContainerStats (Docker: one list with sizes) gives the containers' writable layers for the stats.
         self._cri_stats = runtime.list_container_stats if isinstance(runtime, ContainerStatsRuntime) else None
-        self.clock, self.node_name = (clock := clock or RealClock()), node_name(config.hostname_override)
+        self.clock = clock = clock or RealClock()
+        self.node_name = node_name(config.hostname_override)
         node_ip = node_ip or config.node_ip
         self.host_ip = host_ip(node_ip)
         self.metrics = metrics = Metrics(now=clock.now)
@@ -139,8 +140,7 @@ class Agent:
         self.health_check = RuntimeHealth(runtime, clock, self.pleg, lambda: workers.wake_all(urgent=True))
         self.sources = PodSources(config, self.node_name, clock, metrics, self._set_source_pods,
                                   hk.stop_orphans_once_sources_seen)
-        hk.manager, hk.cgroups, hk.sources_seen, hk.mirror_pods = self.manager, lambda: self.cgroups, \
-            self._sources_seen, lambda: len(self.api_pods.mirrors.mirrors) if self.api_pods is not None else 0
+        hk.manager, hk.cgroups, hk.sources_seen = self.manager, lambda: self.cgroups, self._sources_seen
         self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry, recorder.list,
                                     self.probe_registry, pods_version=lambda: self.statuses.version, http=metrics.http)
         self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors

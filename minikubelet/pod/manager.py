@@ -74,6 +74,7 @@ class PodManager:
         self._waiting: dict[str, Pod] = {}  # uid -> pod blocked behind an older pod of the same full name
         self._rejected: set[str] = set()
         self.runtime_only: set[str] = set()  # uids of runtime pods no source knows, stopped by adopt_orphans
+        self.mirror_count: Callable[[], int] = lambda: 0  # joined: the mirror pods the API source sees
 
     # --- updates from the source merge ----------------------------------------------------
     def handle(self, update: PodUpdate) -> None:

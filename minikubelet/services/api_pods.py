@@ -65,6 +65,7 @@ class ApiPods(Service):
             self.services, TokenManager(client, clock))
         containers.objects = self.objects
         self.mirrors = MirrorPods(client, clock, node_name, self._static_pods)
+        manager.mirror_count = lambda: len(self.mirrors.mirrors)
         self.source = ApiserverPodSource(client, node_name, clock, set_source_pods, max_pods=10 * max(max_pods, 1),
                                          mirrors=self.mirrors.set_mirror_pods,
                                          startup=metrics.pod_startup)

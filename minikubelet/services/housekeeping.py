@@ -111,7 +111,6 @@ class Housekeeping(Service):
         self.manager: PodManager | None = None
         self.cgroups: Callable[[], CgroupSource | None] = lambda: None
         self.sources_seen: Callable[[], bool] = lambda: True
-        self.mirror_pods: Callable[[], int] = lambda: 0
         self.orphans_pending = True
         self._trim: asyncio.TimerHandle | None = None
 
@@ -179,7 +178,7 @@ class Housekeeping(Service):
         if self.manager is not None:
             self.manager.restart_unknown()
             set_pod_gauges(self._metrics, self.manager.desired, self.manager.active_pods(), self._workers,
-                           self.manager.runtime_only, self.mirror_pods())
+                           self.manager.runtime_only, self.manager.mirror_count())
 
     async def _housekeeping(self) -> None:
         while True:
