@@ -118,7 +118,7 @@ def agent_counts(exposition: str) -> dict[str, float]:
     for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
             if sample.name == "kubelet_pod_worker_duration_seconds_count":
-                out[f"pod worker {sample.labels.get('operation', '')}"] = sample.value
+                out[f"pod worker {sample.labels.get('operation_type', '')}"] = sample.value
             elif sample.name == "kubelet_runtime_operations_total":
                 out[f"runtime {sample.labels.get('operation_type', '')}"] = sample.value
     return out

@@ -87,7 +87,7 @@ class Agent:
         self.node_name = node_name(config.hostname_override)
         node_ip = node_ip or config.node_ip
         self.host_ip = host_ip(node_ip)
-        self.metrics = metrics = Metrics()
+        self.metrics = metrics = Metrics(now=clock.now)
         # Every component gets the instrumented runtime, so probe and hook execs are counted too.
         self.runtime = runtime = InstrumentedRuntime(
             RequestTimeoutRuntime(runtime, config.runtime_request_timeout), metrics.runtime_operations,
@@ -101,9 +101,8 @@ class Agent:
         if probes is None:
             probes = ManagerProbeSource(ProbeManager(runtime, clock, self.probe_registry, lambda uid: self.workers.wake(uid),
                                                      events=recorder.pod_event))
-        self.probes = probes
-        self.cgroups = cgroups
-        self.statuses = StatusManager()
+        self.probes, self.cgroups = probes, cgroups
+        self.statuses = StatusManager(metrics=metrics)
         self.images = ImagePuller(runtime, self.image_backoff, recorder, metrics, clock,
                                   serialize=config.serialize_image_pulls)
         allocatable = node_allocatable(config, node_capacity(config.root_dir, config.max_pods))
@@ -127,22 +126,23 @@ class Agent:
                                               (self.container_backoff, self.image_backoff), self.containers.logs,
                                               reopener, self._stats, workers, self.pleg)
         self.eviction = EvictionService(config, clock, recorder, workers, hk.container_gc, hk.image_gc, self._stats,
-                                        self._pod_terminated)
+                                        self._pod_terminated, metrics)
         self.api_pods: ApiPods | None = None  # built after the registration (needs the join's client)
         self.shutdown = node_shutdown(config, clock, recorder, workers, lambda pods: pods_written(
-            self.api_pods.status_sync.written if self.api_pods is not None else None, pods))
-        admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates)
+            self.api_pods.status_sync.written if self.api_pods is not None else None, pods), metrics)
+        admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates, metrics)
         # upstream adds the eviction manager's admit handler before the others
         self.manager = PodManager(workers, self.statuses, [
             self.eviction.manager, *admit_handlers(config, admit),
-            *([self.shutdown.manager] if self.shutdown is not None and self.shutdown.manager else [])], clock, recorder)
+            *([self.shutdown.manager] if self.shutdown is not None and self.shutdown.manager else [])], clock, recorder,
+            metrics=metrics)
         self.pod_config = PodConfig(self.manager.handle)
         self.health_check = RuntimeHealth(runtime, clock, self.pleg, lambda: workers.wake_all(urgent=True))
         self.sources = PodSources(config, self.node_name, clock, metrics, self._set_source_pods,
                                   hk.stop_orphans_once_sources_seen)
         hk.manager, hk.cgroups, hk.sources_seen = self.manager, lambda: self.cgroups, self._sources_seen
-        self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry,
-                                    recorder.list, self.probe_registry, pods_version=lambda: self.statuses.version)
+        self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry, recorder.list,
+                                    self.probe_registry, pods_version=lambda: self.statuses.version, http=metrics.http)
         self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors
         self.status_inputs = NodeStatusReader(
             config, runtime, conditions, self.node_name, self.host_ip, self.health_check, self.eviction.manager,
@@ -152,9 +152,9 @@ class Agent:
         if config.kubeconfig or config.bootstrap_kubeconfig:
             from minikubelet.services.node_join import node_join  # the API client only on a joined node
 
-            self.join = node_join(config, self.node_name, clock, self.status_inputs, recorder.node_status_event)
-        self.services = ServiceGroup()
-        self._stop = asyncio.Event()
+            self.join = node_join(config, self.node_name, clock, self.status_inputs, recorder.node_status_event,
+                                  metrics.node_startup_latency)
+        self.services, self._stop = ServiceGroup(), asyncio.Event()
 
     def _stats(self) -> StatsProvider:
         assert self.stats is not None, "stats are read only once the agent runs"
@@ -222,7 +222,7 @@ class Agent:
             self.containers.cgroups = self.cgroups
         manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir, manager,
-                                   sandbox_image=cfg.pod_infra_container_image,
+                                   sandbox_image=cfg.pod_infra_container_image, metrics=self.metrics,
                                    image_fs_path=runtime_config.image_fs_path,
                                    container_fs_path=runtime_config.container_fs_path, cri_stats=self._cri_stats)
         self.eviction.use_node(detect_disk_layout(cfg.root_dir, runtime_config.image_fs_path,
@@ -258,7 +258,7 @@ class Agent:
         self.api_pods = ApiPods(join.client, self.node_name, self.clock, self.config.max_pods, self.manager,
                                 self.workers, self.statuses, self.containers, self._set_source_pods,
                                 self._pod_terminated, join.status,
-                                network.network.own_node if network is not None else None)
+                                network.network.own_node if network is not None else None, self.metrics)
         await self.services.start(self.api_pods)
 
     def stop(self) -> None:

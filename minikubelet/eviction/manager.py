@@ -29,6 +29,7 @@ from minikubelet.eviction.filesystems import (
 from minikubelet.eviction.ranking import (
     REASON,
     eviction_message,
+    local_storage_signal,
     local_storage_violation,
     node_condition_message,
     rank,
@@ -43,6 +44,7 @@ from minikubelet.eviction.thresholds import (
     node_conditions,
     thresholds_met,
 )
+from minikubelet.metrics import Metrics
 from minikubelet.node.labels import Taint
 from minikubelet.pod.admission import ADMIT, PodAdmitResult
 from minikubelet.pod.preemption import is_critical
@@ -117,8 +119,10 @@ class EvictionManager:
     def __init__(self, settings: Settings, clock: Clock, summary: Callable[[bool], Awaitable[Json]],
                  active_pods: Callable[[], Sequence[Pod]], kill: KillPod,
                  pod_event: PodEvent, node_event: Callable[[str, str, str], None],
-                 cleaned_up: Callable[[Pod], bool], comparison_operators: bool = False) -> None:
+                 cleaned_up: Callable[[Pod], bool], comparison_operators: bool = False,
+                 metrics: Metrics | None = None) -> None:
         self.settings = settings
+        self._metrics = metrics or Metrics()
         self.clock = clock
         self._summary = summary
         self._active_pods = active_pods
@@ -288,6 +292,11 @@ class EvictionManager:
             log.error("eviction manager: eviction thresholds have been met, but no pods are active to evict")
             return []
         fs_stats = rank_fs_stats(settings.layout).get(to_reclaim.signal, ALL_FS_STATS)
+        # the age of the stats each met threshold is acted on with (upstream: wall time of the observation)
+        for t in ready:
+            observed = observations[t.signal].time
+            if observed:
+                self._metrics.eviction_stats_age.labels(t.signal).observe(self.clock.now() - observed)
         for pod in rank(active, stats_of, resource, fs_stats):
             grace = IMMEDIATE_GRACE
             if not to_reclaim.hard:
@@ -297,6 +306,7 @@ class EvictionManager:
                     grace = min(grace, spec_grace)
             message, annotations = eviction_message(resource, pod, stats_of(pod), ready, observations)
             if self._evict(pod, grace, message, condition=True, annotations=annotations):
+                self._metrics.evictions.labels(to_reclaim.signal).inc()
                 return [pod]
         log.info("eviction manager: unable to evict any pods from the node")
         return []
@@ -340,7 +350,10 @@ class EvictionManager:
 
     def _local_storage_eviction(self, pod: Pod, stats: Json | None) -> bool:
         message = local_storage_violation(pod, stats, self.settings.layout.dedicated_image_fs)
-        return message is not None and self._evict(pod, IMMEDIATE_GRACE, message, condition=False)
+        if message is None or not self._evict(pod, IMMEDIATE_GRACE, message, condition=False):
+            return False
+        self._metrics.evictions.labels(local_storage_signal(message)).inc()
+        return True
 
     def _evict(self, pod: Pod, grace: int, message: str, condition: bool,
                annotations: Mapping[str, str] | None = None) -> bool:

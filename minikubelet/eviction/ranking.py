@@ -193,6 +193,15 @@ def eviction_message(resource: str, pod: Pod, stats: Json | None, thresholds: Se
     return message, annotations
 
 
+def local_storage_signal(message: str) -> str:
+    """The kubelet_evictions signal label of a local storage eviction's message."""
+    if message.startswith(_EMPTY_DIR.split("{", 1)[0]):
+        return "emptydirfs.limit"
+    if message.startswith(_POD_EPHEMERAL.split("{", 1)[0]):
+        return "ephemeralpodfs.limit"
+    return "ephemeralcontainerfs.limit"
+
+
 def local_storage_violation(pod: Pod, stats: Json | None, dedicated_image_fs: bool = False) -> str | None:
     """The message of the first local storage limit the pod exceeds (an emptyDir's sizeLimit, the pod's
     total ephemeral-storage limit, one container's limit), or None (upstream localStorageEviction). The pod's

@@ -20,6 +20,7 @@ from typing import Any
 from minikubelet.base.clock import Clock
 from minikubelet.kubeapi.kubeconfig import ClientConfig, load_kubeconfig
 from minikubelet.kubeapi.rest import RestClient
+from minikubelet.metrics import NodeStartupLatency
 from minikubelet.node.certificates import CertificateRotator, CertificateStore, bootstrap_client_certificate
 from minikubelet.node.lease import NodeLease
 from minikubelet.node.registration import NodeRegistration, initial_node
@@ -59,8 +60,9 @@ class JoinSettings:
 class NodeJoin:
     def __init__(self, settings: JoinSettings, clock: Clock,
                  inputs: Callable[[], Awaitable[NodeStatusInputs]],
-                 record: Callable[[str, str], None] | None = None) -> None:
+                 record: Callable[[str, str], None] | None = None, startup: NodeStartupLatency | None = None) -> None:
         self.settings = settings
+        self.startup = startup
         self.clock = clock
         self.inputs = inputs
         self.record = record  # node condition transitions, as events
@@ -97,7 +99,7 @@ class NodeJoin:
         s = self.settings
         client = self.client
         assert client is not None, "connect() first"
-        registration = NodeRegistration(client, self.clock, s.node_name, self._build_node)
+        registration = NodeRegistration(client, self.clock, s.node_name, self._build_node, self.startup)
         self.status = NodeStatusUpdater(client, self.clock, registration, self.inputs,
                                         update_frequency=s.update_frequency, report_frequency=s.report_frequency,
                                         record=self.record)

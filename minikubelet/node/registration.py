@@ -18,6 +18,7 @@ from typing import Any
 from minikubelet.base.clock import Clock
 from minikubelet.kubeapi.patch import node_status_patch
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
+from minikubelet.metrics import NodeStartupLatency
 from minikubelet.node.labels import (
     LABEL_ARCH,
     LABEL_ARCH_BETA,
@@ -116,8 +117,10 @@ def reconcile_existing(initial: Json, existing: Json) -> bool:
 
 
 class NodeRegistration:
-    def __init__(self, client: RestClient, clock: Clock, node_name: str, build: Callable[[], Awaitable[Json]]) -> None:
+    def __init__(self, client: RestClient, clock: Clock, node_name: str, build: Callable[[], Awaitable[Json]],
+                 startup: NodeStartupLatency | None = None) -> None:
         self.client = client
+        self.startup = startup
         self.clock = clock
         self.node_name = node_name
         self.build = build
@@ -125,6 +128,8 @@ class NodeRegistration:
 
     async def register(self) -> Json:
         """Until it succeeds: the Node as the API server has it after registration."""
+        if self.startup is not None:
+            self.startup.attempt_register()
         step = BACKOFF_INITIAL
         while True:
             await self.clock.sleep(step)
@@ -143,7 +148,10 @@ class NodeRegistration:
 
     async def try_register(self, node: Json) -> Json | None:
         try:
-            return await self.client.create(NODES, node)
+            created = await self.client.create(NODES, node)
+            if self.startup is not None:
+                self.startup.registered_new_node()
+            return created
         except ApiError as e:
             if not (e.already_exists or e.forbidden):
                 raise

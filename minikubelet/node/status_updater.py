@@ -112,3 +112,10 @@ class NodeStatusUpdater:
                                               content_type="application/strategic-merge-patch+json")
         self.patches += 1
         self.last_report = self.clock.monotonic()
+        if self.registration.startup is not None and _ready(self.node):
+            self.registration.startup.node_ready()
+
+
+def _ready(node: Json) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or [])

@@ -29,6 +29,7 @@ from minikubelet.nodeshutdown.groups import (
     shutdown_status_fn,
 )
 from minikubelet.nodeshutdown.logind import Logind, LogindError
+from minikubelet.nodeshutdown.state import ShutdownState
 from minikubelet.pod.admission import ADMIT, PodAdmitResult
 from minikubelet.worker.lifecycle import PodStatusFn
 
@@ -60,7 +61,8 @@ class NodeShutdownManager:
                  active_pods: Callable[[], list[Pod]], kill_pod: KillPod,
                  node_event: Callable[[str, str, str], None], pod_event: Callable[[Pod, str, str, str], None],
                  sync_node_status: Callable[[], None], connect: Callable[[], Awaitable[Logind]],
-                 statuses_written: Callable[[Sequence[Pod]], bool] = lambda _pods: True) -> None:
+                 statuses_written: Callable[[Sequence[Pod]], bool] = lambda _pods: True,
+                 state: ShutdownState | None = None) -> None:
         self.periods = list(periods)
         self.clock = clock
         self.active_pods = active_pods
@@ -70,6 +72,7 @@ class NodeShutdownManager:
         self.sync_node_status = sync_node_status
         self.connect = connect
         self.statuses_written = statuses_written
+        self.state = state  # the start and end times' record and gauges
         self.shutting_down = False
         self.logind: Logind | None = None
         self.lock: int | None = None
@@ -198,9 +201,14 @@ class NodeShutdownManager:
     async def process_shutdown(self) -> None:
         log.info("Shutdown manager processing shutdown event")
         started = self.clock.monotonic()
+        wall_start = self.clock.now()
+        if self.state is not None:
+            self.state.started(wall_start)
         try:
             pods = self.active_pods()
             await self.kill_pods(pods)
+            if self.state is not None:
+                self.state.ended(wall_start, self.clock.now())
             # The machine goes down soon after the lock is released: give the pods' final statuses what is left
             # of the grace to reach the API server, or they would run again after the boot.
             deadline = started + period_requested(self.periods)

@@ -13,6 +13,7 @@ from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics, admission_rejection_reason
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
 from minikubelet.sources.merge import PodOp, PodUpdate
 from minikubelet.status.generate import TERMINAL_PHASES
@@ -58,11 +59,12 @@ def _has_readiness_gates(pod: Pod) -> bool:
 class PodManager:
     def __init__(self, workers: PodWorkers, statuses: StatusManager, admit_handlers: Sequence[PodAdmitHandler],
                  clock: Clock, recorder: EventRecorder,
-                 refetch_node: Callable[[str], None] | None = None) -> None:
+                 refetch_node: Callable[[str], None] | None = None, metrics: Metrics | None = None) -> None:
         """`refetch_node(uid)`: read the Node from the API server again, then call `readmit(uid)` (joined
         agents only)."""
         self.workers = workers
         self.refetch_node = refetch_node
+        self._metrics = metrics or Metrics()
         self._refetching: set[str] = set()  # uids waiting for a fresh Node before their admission ends
         self.statuses = statuses
         self.admit_handlers = list(admit_handlers)
@@ -71,6 +73,8 @@ class PodManager:
         self.desired: dict[str, Pod] = {}  # uid -> pod, over all sources
         self._waiting: dict[str, Pod] = {}  # uid -> pod blocked behind an older pod of the same full name
         self._rejected: set[str] = set()
+        self.runtime_only: set[str] = set()  # uids of runtime pods no source knows, stopped by adopt_orphans
+        self.mirror_count: Callable[[], int] = lambda: 0  # joined: the mirror pods the API source sees
 
     # --- updates from the source merge ----------------------------------------------------
     def handle(self, update: PodUpdate) -> None:
@@ -143,7 +147,11 @@ class PodManager:
             self.refetch_node(uid)
             return
         self._refetching.discard(uid)
+        # the topology manager (policy none) admits every pod its turn reaches: counted, never refused
+        self._metrics.topology_manager_admission_requests.inc()
+        self._metrics.topology_manager_admission_duration.observe(0)
         if not result.admit:
+            self._metrics.admission_rejections.labels(admission_rejection_reason(result.reason)).inc()
             self._reject(pod, result.reason, result.message)
             return
         self.workers.update_pod(pod)
@@ -190,6 +198,7 @@ class PodManager:
 
     def worker_finished(self, uid: str, pod: Pod) -> None:
         """Called by the pod workers when a removed pod's worker has cleaned up: admit who waited for it."""
+        self.runtime_only.discard(uid)
         full = podview.full_name(pod)
         for wuid, p in list(self._waiting.items()):
             if podview.full_name(p) == full and wuid in self.desired:
@@ -197,9 +206,25 @@ class PodManager:
                 self._admit(p)
                 break
 
+    def restart_unknown(self) -> None:
+        """upstream HandlePodCleanups: an active pod no worker knows (its uid came back while its previous worker
+        was terminating it: a static pod's fixed uid) starts again; kubelet_restarted_pods_total counts them."""
+        restarted = {"true": 0, "": 0}
+        for pod in self.active_pods():
+            uid = podview.uid(pod)
+            if uid in self.workers or uid in self._waiting or uid in self._rejected:
+                continue
+            log.info("pod restarted: wanted again after its worker finished", extra={"kv": {
+                "pod": podview.format_pod(pod), "podUID": uid}})
+            self.workers.update_pod(pod)
+            restarted["true" if podview.is_static(pod) else ""] += 1
+        for static, count in restarted.items():
+            self._metrics.restarted_pods.labels(static).inc(count)
+
     # --- runtime adoption -----------------------------------------------------------------
-    def adopt_orphans(self, runtime_uids: Mapping[str, Mapping[str, str]]) -> None:
-        """Stop pods the runtime runs that no source wants (removed while the agent was down)."""
+    def adopt_orphans(self, runtime_uids: Mapping[str, Mapping[str, str]]) -> int:
+        """Stop pods the runtime runs that no source wants (removed while the agent was down); how many."""
+        count = 0
         for uid, labels in runtime_uids.items():
             if uid in self.desired or uid in self.workers:
                 continue
@@ -218,3 +243,6 @@ class PodManager:
             # stops at once, not after its own grace.
             self.workers.update_pod(pod, kill=KillPodOptions(grace_override=ORPHAN_GRACE), adopted=True)
             self.workers.remove_pod(uid)
+            self.runtime_only.add(uid)
+            count += 1
+        return count

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from minikubelet.base.podview import Pod, PodView
+from minikubelet.metrics import Metrics
 from minikubelet.node.labels import LABEL_OS, NODE_OS, Node
 from minikubelet.pod.admission import ADMIT, PodAdmitResult
 from minikubelet.pod.admission_fit import (
@@ -108,8 +109,9 @@ def _failure_result(failure: Failure) -> PodAdmitResult:
 
 class PredicateAdmitHandler:
     def __init__(self, node: Callable[[], Node], evict: Evict,
-                 feature_gates: Mapping[str, bool] | None = None) -> None:
+                 feature_gates: Mapping[str, bool] | None = None, metrics: Metrics | None = None) -> None:
         self._node = node
+        self._metrics = metrics or Metrics()
         self._evict = evict
         self._comparison_operators = bool((feature_gates or {}).get(TAINT_COMPARISON_GATE, False))
 
@@ -136,6 +138,8 @@ class PredicateAdmitHandler:
                                           f"preemption: error finding a set of pods to preempt: {e}")
                 for victim in victims:
                     self._evict(victim.raw)
+                    # upstream labels each preemption with the first resource the critical pod lacked
+                    self._metrics.preemptions.labels(insufficient[0].resource if insufficient else "").inc()
                 return ADMIT
         if failures:
             return replace(_failure_result(failures[0]), refetch_node=only_affinity)

@@ -13,6 +13,15 @@ from minikubelet.metrics import Metrics
 log = logging.getLogger("minikubelet.runtime.pleg")
 
 
+# the runtimes' state words as the kubelet's container states (created, running, exited, unknown); Docker's paused
+# container is running to cri-dockerd, its dead one exited
+_STATES = {"created": "created", "running": "running", "paused": "running", "exited": "exited", "dead": "exited"}
+
+
+def container_state(word: str) -> str:
+    return _STATES.get(word, "unknown")
+
+
 class PLEG:
     def __init__(self, runtime: Runtime, clock: Clock, metrics: Metrics, wake: Callable[[str], None],
                  relist_period: float = 1.0) -> None:
@@ -24,17 +33,31 @@ class PLEG:
         self._seen: dict[str, frozenset[tuple[str, str]]] = {}
         self.last_relist = 0.0  # monotonic; 0 = never
         self.runtime_uids: dict[str, dict[str, str]] = {}  # uid -> labels of one of its objects
+        self._container_states: set[str] = set()
 
     async def relist(self) -> None:
         t0 = time.monotonic()
         current: dict[str, set[tuple[str, str]]] = {}
         uids: dict[str, dict[str, str]] = {}
+        running_pods: set[str] = set()
+        states = dict.fromkeys(self._container_states, 0)
         for obj in await self._runtime.list_summaries():
             if not obj.pod_uid:
                 continue
             current.setdefault(obj.pod_uid, set()).add((obj.id, obj.state))
             if obj.is_sandbox or obj.pod_uid not in uids:
                 uids[obj.pod_uid] = dict(obj.labels)
+            if obj.is_sandbox:
+                if container_state(obj.state) == "running":
+                    running_pods.add(obj.pod_uid)
+            else:
+                state = container_state(obj.state)
+                states[state] = states.get(state, 0) + 1
+        # upstream's generic PLEG counts these from each relist; a state seen once stays exposed (0 when empty)
+        for state, count in states.items():
+            self._metrics.running_containers.labels(state).set(count)
+        self._container_states = set(states)
+        self._metrics.running_pods.set(len(running_pods))
         frozen = {uid: frozenset(v) for uid, v in current.items()}
         for uid in set(frozen) | set(self._seen):
             if frozen.get(uid) != self._seen.get(uid):
@@ -42,6 +65,7 @@ class PLEG:
         self._seen = frozen
         self.runtime_uids = uids
         self.last_relist = self._clock.monotonic()
+        self._metrics.pleg_last_seen.set(int(self._clock.now()))
         self._metrics.pleg_relist_duration.observe(time.monotonic() - t0)
 
     async def run_relist(self) -> None:

@@ -7,11 +7,13 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
+from minikubelet.metrics import HttpRequestFamilies, exposition
 from minikubelet.server.limits import ServingLimits
 from minikubelet.server.listener import PlainSite
 from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
+from minikubelet.server.request_metrics import InstrumentedRoutes
 from minikubelet.server.routes import Request, Response, Routes
 
 if TYPE_CHECKING:
@@ -33,6 +35,7 @@ class KubeletServer:
         probe_registry: CollectorRegistry | None = None,
         pods_version: PodsVersion | None = None,
         limits: ServingLimits | None = None,
+        http: HttpRequestFamilies | None = None,
     ) -> None:
         self._pods = RenderedPods(pods, pods_version)
         self.limits = limits or ServingLimits()
@@ -40,6 +43,7 @@ class KubeletServer:
         self._registry = registry
         self._probe_registry = probe_registry
         self._events = events
+        self.http = http  # the request families, None: requests are not counted
         self._runners: list[web.AppRunner] = []
         self.sites: list[PlainSite | BoundedSite] = []
         self.stats: StatsHandlers | None = None  # set by the agent before serving
@@ -94,8 +98,11 @@ class KubeletServer:
         items = self._events(request.query.get("uid"))
         return Response.json({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
 
-    async def serve(self, host: str, port: int, routes: Routes) -> PlainSite:
-        """Serve `routes` over plain HTTP (h11: no aiohttp in an agent that serves only these ports)."""
+    async def serve(self, host: str, port: int, routes: Routes, server_type: str | None = None) -> PlainSite:
+        """Serve `routes` over plain HTTP (h11: no aiohttp in an agent that serves only these ports); with a
+        `server_type`, the requests are counted under it."""
+        if server_type is not None and self.http is not None:
+            routes = InstrumentedRoutes(routes, self.http, server_type)
         site = PlainSite(routes, host, port, self.limits)
         await site.start()
         self.sites.append(site)
@@ -116,4 +123,4 @@ class KubeletServer:
 
 
 def _prometheus(registry: CollectorRegistry) -> Response:
-    return Response(200, generate_latest(registry), CONTENT_TYPE_LATEST.split(";")[0] + "; charset=utf-8")
+    return Response(200, exposition(registry), CONTENT_TYPE_LATEST.split(";")[0] + "; charset=utf-8")

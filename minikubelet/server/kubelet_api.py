@@ -58,6 +58,7 @@ from minikubelet.server.port_forward import (
     serve_websocket_port_forward,
     stream_rejection,
 )
+from minikubelet.server.request_metrics import observed
 from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
 from minikubelet.server.streaming import channel_codec, negotiation
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
@@ -136,6 +137,8 @@ class KubeletAPI:
 
     def app(self) -> web.Application:
         app = bounded_app(self.base.limits)
+        if self.base.http is not None:
+            app.middlewares.insert(0, self._count)  # every request, the refused ones too (upstream ServeHTTP)
         app.middlewares.append(self._guard)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/healthz/{check}", self.healthz_check)
@@ -156,6 +159,12 @@ class KubeletAPI:
             app.router.add_route(method, "/portForward/{ns}/{pod}", self.port_forward)
             app.router.add_route(method, "/portForward/{ns}/{pod}/{uid}", self.port_forward)
         return app
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        assert self.base.http is not None
+        with observed(self.base.http, request.method, request.path, "readwrite"):
+            return await handler(request)
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -368,6 +377,10 @@ class KubeletAPI:
 
     async def _stream(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
         if request.headers.get("Upgrade", "").lower() == "websocket":
+            offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
+            if "v5.channel.k8s.io" in offered and self.base.http is not None:
+                # upstream counts the v5 (stream close) websockets it translates (ExtendWebSocketsToKubelet)
+                self.base.http.websocket_streaming.labels(request.path.lstrip("/").split("/", 1)[0]).inc()
             return await self._stream_websocket(request, opts, remote)
         if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
             refused = _text(500, "Upgrade request required\n")  # Go's http.Error, as recorded
@@ -401,6 +414,8 @@ class KubeletAPI:
         offered = negotiation.offered_protocols(request.headers.getall("Sec-WebSocket-Protocol", []))
         tunnel = websocket and any(channel_codec.is_tunnel(p) for p in offered)
         ports: tuple[int, ...] = ()
+        if tunnel and self.base.http is not None:
+            self.base.http.websocket_streaming.labels("portforward").inc()
         if websocket and not tunnel:
             try:
                 ports = channel_codec.parse_ports(request.query.getall("port", []))

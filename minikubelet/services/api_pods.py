@@ -16,6 +16,7 @@ from minikubelet.kubeapi.informer import Informer
 from minikubelet.kubeapi.object_cache import ObjectCache
 from minikubelet.kubeapi.rest import RestClient
 from minikubelet.kubeapi.token_manager import TokenManager
+from minikubelet.metrics import Metrics
 from minikubelet.node.labels import Node
 from minikubelet.node.lister import Json, NodeLister
 from minikubelet.node.status_updater import NodeStatusUpdater
@@ -38,7 +39,9 @@ class ApiPods(Service):
     def __init__(self, client: RestClient, node_name: str, clock: Clock, max_pods: int, manager: PodManager,
                  workers: PodWorkers, statuses: StatusManager, containers: Containers,
                  set_source_pods: Callable[[str, list[Pod]], None], pod_terminated: Callable[[str], bool],
-                 node_status: NodeStatusUpdater | None, on_node: Callable[[Json], None] | None) -> None:
+                 node_status: NodeStatusUpdater | None, on_node: Callable[[Json], None] | None,
+                 metrics: Metrics | None = None) -> None:
+        metrics = metrics or Metrics()
         self._manager = manager
         self._workers = workers
         self._refetches: set[asyncio.Task[None]] = set()
@@ -62,9 +65,12 @@ class ApiPods(Service):
             self.services, TokenManager(client, clock))
         containers.objects = self.objects
         self.mirrors = MirrorPods(client, clock, node_name, self._static_pods)
+        manager.mirror_count = lambda: len(self.mirrors.mirrors)
         self.source = ApiserverPodSource(client, node_name, clock, set_source_pods, max_pods=10 * max(max_pods, 1),
-                                         mirrors=self.mirrors.set_mirror_pods)
-        self.status_sync = PodStatusSync(client, clock, statuses, pod_terminated, source_pod=self._source_api_pod)
+                                         mirrors=self.mirrors.set_mirror_pods,
+                                         startup=metrics.pod_startup)
+        self.status_sync = PodStatusSync(client, clock, statuses, pod_terminated, source_pod=self._source_api_pod,
+                                         metrics=metrics)
 
     def loops(self) -> Sequence[Loop]:
         return [("node-lister", self.node_lister.run), ("api-pods", self._run_source),

@@ -25,6 +25,7 @@ from minikubelet.eviction.thresholds import (
     NODEFS_INODES_FREE,
     parse_thresholds,
 )
+from minikubelet.metrics import Metrics
 from minikubelet.services.service import Loop, Service
 from minikubelet.stats.provider import StatsProvider
 from minikubelet.stats.summary import summary as render_summary
@@ -42,7 +43,7 @@ class EvictionService(Service):
 
     def __init__(self, config: KubeletConfig, clock: Clock, recorder: EventRecorder, workers: PodWorkers,
                  container_gc: ContainerGC, image_gc: ImageGC, stats: Callable[[], StatsProvider],
-                 pod_terminated: Callable[[str], bool]) -> None:
+                 pod_terminated: Callable[[str], bool], metrics: Metrics | None = None) -> None:
         self._config = config
         self._clock = clock
         self._workers = workers
@@ -63,7 +64,7 @@ class EvictionService(Service):
             lambda pod, etype, reason, msg, ann: recorder.pod_event(pod, etype, reason, msg, annotations=ann),
             recorder.node_event,
             lambda pod: pod_terminated(podview.uid(pod)),
-            comparison_operators=cfg.feature_gates.get("TaintTolerationComparisonOperators", False))
+            comparison_operators=cfg.feature_gates.get("TaintTolerationComparisonOperators", False), metrics=metrics)
 
     def use_node(self, layout: DiskLayout, cgroups: CgroupSource | None) -> None:
         """Once the runtime has told where its filesystems are and the pod cgroups are known."""

@@ -5,11 +5,15 @@ behind (upstream cleanupOrphanedPodCgroups / cleanupOrphanedPodDirs)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 
+from cgroups.detect import detect_cgroup_version
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
+from minikubelet.base.podview import Pod, is_static
 from minikubelet.base.quantity import to_bytes
 from minikubelet.cm.pod_cgroups import PodCgroups
 from minikubelet.config.kubelet_config import KubeletConfig
@@ -20,14 +24,17 @@ from minikubelet.runtime.pleg import PLEG
 from minikubelet.services.eviction import image_fs
 from minikubelet.services.service import Loop, Service
 from minikubelet.sources.file import release_memory
+from minikubelet.stats.log_metrics import LogMetricsCollector
 from minikubelet.stats.provider import StatsProvider
+from minikubelet.stats.snapshot import Snapshot
 from minikubelet.status.manager import StatusManager
-from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
+from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs, orphaned_pod_dirs
 from minikubelet.worker.backoff import Backoff, BackoffCheckpoint
 from minikubelet.worker.container_log_manager import ContainerLogManager, LogReopener, LogRotatePolicy
 from minikubelet.worker.dependencies import CgroupSource
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.image_gc import ImageGC, ImageGCPolicy
+from minikubelet.worker.lifecycle import PodLifecycle
 from minikubelet.worker.log_files import LogFiles
 from minikubelet.worker.workers import PodWorkers
 
@@ -35,6 +42,39 @@ log = logging.getLogger("minikubelet.agent")
 
 CHECKPOINT_PERIOD = 2.0
 ORPHAN_SWEEP_PERIOD = 60.0
+
+
+_LIFECYCLE = {PodLifecycle.SYNCING: "sync", PodLifecycle.TERMINATING: "terminating",
+              PodLifecycle.TERMINATED: "terminated"}
+# upstream's valid (config, static) pairs of kubelet_working_pods, each with every lifecycle
+_WORKING = (("desired", "true"), ("desired", ""), ("orphan", "true"), ("orphan", ""), ("runtime_only", "unknown"))
+
+
+def set_pod_gauges(metrics: Metrics, desired: Mapping[str, Pod], active: Sequence[Pod], workers: PodWorkers,
+                   runtime_only: AbstractSet[str], mirrors: int) -> None:
+    static = [uid for uid, pod in desired.items() if is_static(pod)]
+    metrics.desired_pods.labels("").set(len(desired) - len(static))
+    metrics.desired_pods.labels("true").set(len(static))
+    active_static = sum(1 for pod in active if is_static(pod))
+    metrics.active_pods.labels("").set(len(active) - active_static)
+    metrics.active_pods.labels("true").set(active_static)
+    metrics.mirror_pods.set(mirrors)
+    counts: dict[tuple[str, str, str], int] = {}
+    for uid in workers.uids():
+        w = workers.get(uid)
+        if w is None:
+            continue
+        if uid in runtime_only:
+            config, static_label = "runtime_only", "unknown"
+        else:
+            config = "desired" if uid in desired else "orphan"
+            static_label = "true" if is_static(w.pod) else ""
+        key = (_LIFECYCLE[w.lifecycle], config, static_label)
+        counts[key] = counts.get(key, 0) + 1
+    for config, static_label in _WORKING:
+        for lifecycle in _LIFECYCLE.values():
+            metrics.working_pods.labels(lifecycle, config, static_label).set(counts.get((lifecycle, config,
+                                                                                       static_label), 0))
 
 
 class Housekeeping(Service):
@@ -47,6 +87,8 @@ class Housekeeping(Service):
         self._clock = clock
         self._root_dir = config.root_dir
         self._metrics = metrics
+        with contextlib.suppress(OSError):  # upstream sets it once at start (cgroupVersionCheck)
+            metrics.cgroup_version.set(detect_cgroup_version())
         self._statuses = statuses
         self.checkpoint = checkpoint
         self._backoffs = tuple(backoffs)
@@ -54,13 +96,15 @@ class Housekeeping(Service):
         self.image_gc = ImageGC(runtime, clock, ImageGCPolicy(
             config.image_gc_high_threshold_percent, config.image_gc_low_threshold_percent,
             config.image_minimum_gc_age, config.image_maximum_gc_age), config.pod_infra_container_image,
-            image_fs(stats), recorder.node_event)
+            image_fs(stats), recorder.node_event,
+            collected=lambda reason: metrics.image_garbage_collected.labels(reason).inc())
         # A CRI runtime's log files are the kubelet's to rotate (Docker rotates its own json-file logs).
         self._log_rotation = None if reopener is None else ContainerLogManager(
             runtime, reopener.reopen_container_log, clock,
             LogRotatePolicy(to_bytes(config.container_log_max_size), config.container_log_max_files),
             config.container_log_max_workers, config.container_log_monitor_interval)
         self._stats = stats
+        metrics.registry.register(LogMetricsCollector(self._last_stats))
         self._workers = workers
         self._pleg = pleg
         # set by the agent once the pod manager and the sources exist
@@ -69,6 +113,12 @@ class Housekeeping(Service):
         self.sources_seen: Callable[[], bool] = lambda: True
         self.orphans_pending = True
         self._trim: asyncio.TimerHandle | None = None
+
+    def _last_stats(self) -> Snapshot | None:
+        try:
+            return self._stats().snapshot
+        except AssertionError:  # before the runtime said where its filesystems are
+            return None
 
     def loops(self) -> Sequence[Loop]:
         return [("housekeeping", self._housekeeping), ("container-gc", self.container_gc.run),
@@ -81,7 +131,7 @@ class Housekeeping(Service):
         if not self.orphans_pending or not self.sources_seen() or self.manager is None:
             return
         self.orphans_pending = False
-        self.manager.adopt_orphans(self._pleg.runtime_uids)
+        self._metrics.orphaned_runtime_pods.inc(self.manager.adopt_orphans(self._pleg.runtime_uids))
         self.sweep_orphans()
 
     def sweep_orphans(self) -> None:
@@ -92,7 +142,10 @@ class Housekeeping(Service):
         cgroups = self.cgroups()
         if isinstance(cgroups, PodCgroups):
             cgroups.cleanup_orphans(known)
-        cleanup_orphaned_pod_dirs(self._root_dir, known)
+        orphans = orphaned_pod_dirs(self._root_dir, known)
+        failed = cleanup_orphaned_pod_dirs(self._root_dir, known, orphans=orphans)
+        self._metrics.orphan_pod_cleaned_volumes.set(len(orphans))
+        self._metrics.orphan_pod_cleaned_volumes_errors.set(len(failed))
 
     async def _orphan_sweep(self) -> None:
         while True:
@@ -119,16 +172,13 @@ class Housekeeping(Service):
             pass
 
     def update_gauges(self) -> None:
-        running = 0
-        containers = 0
-        for entry in self._statuses.statuses():
-            status = entry.status
-            if status.get("phase") == "Running":
-                running += 1
-            containers += sum(1 for s in status.get("containerStatuses", []) if "running" in s.get("state", {}))
-            containers += sum(1 for s in status.get("initContainerStatuses", []) if "running" in s.get("state", {}))
-        self._metrics.running_pods.set(running)
-        self._metrics.running_containers.labels("running").set(containers)
+        """upstream HandlePodCleanups' restarts of wanted pods no worker knows, then its gauges: the pods the
+        sources want, the active ones, the mirror pods and the pod workers by lifecycle and config (the running
+        pods and containers come from the PLEG's relist)."""
+        if self.manager is not None:
+            self.manager.restart_unknown()
+            set_pod_gauges(self._metrics, self.manager.desired, self.manager.active_pods(), self._workers,
+                           self.manager.runtime_only, self.manager.mirror_count())
 
     async def _housekeeping(self) -> None:
         while True:

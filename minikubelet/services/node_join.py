@@ -11,13 +11,14 @@ from minikubelet import __version__
 from minikubelet.base.clock import Clock
 from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.kubeapi.rest import user_agent
+from minikubelet.metrics import NodeStartupLatency
 from minikubelet.node.join import JoinSettings, NodeJoin
 from minikubelet.node.status import NodeStatusInputs
 from minikubelet.services.service import Loop, Service
 
 
 def node_join(config: KubeletConfig, node_name: str, clock: Clock, inputs: Callable[[], Awaitable[NodeStatusInputs]],
-              status_event: Callable[[str, str], None]) -> NodeJoin:
+              status_event: Callable[[str, str], None], startup: NodeStartupLatency | None = None) -> NodeJoin:
     """The join, as configured (imported only when joining: the API client, TLS and certificates are most of a
     standalone agent's RSS)."""
     return NodeJoin(JoinSettings(
@@ -27,7 +28,7 @@ def node_join(config: KubeletConfig, node_name: str, clock: Clock, inputs: Calla
         update_frequency=config.node_status_update_frequency, report_frequency=config.node_status_report_frequency,
         lease_duration=config.node_lease_duration_seconds, rotate_certificates=config.rotate_certificates,
         agent=user_agent(__version__),
-    ), clock, inputs, status_event)
+    ), clock, inputs, status_event, startup)
 
 
 class NodeConnection(Service):

@@ -14,6 +14,7 @@ from minikubelet.base.clock import Clock
 from minikubelet.base.podview import Pod
 from minikubelet.config.kubelet_config import KubeletConfig, feature_enabled
 from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
 from minikubelet.services.service import Loop, Service
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, PodStatusFn
 from minikubelet.worker.workers import PodWorkers
@@ -54,7 +55,8 @@ class NodeShutdownService(Service):
 
 
 def node_shutdown(config: KubeletConfig, clock: Clock, recorder: EventRecorder, workers: PodWorkers,
-                  statuses_written: Callable[[Sequence[Pod]], bool]) -> NodeShutdownService | None:
+                  statuses_written: Callable[[Sequence[Pod]], bool],
+                  metrics: Metrics | None = None) -> NodeShutdownService | None:
     """The graceful node shutdown service; None when off (the gate, or no grace configured: the default)."""
     from minikubelet.nodeshutdown.groups import shutdown_periods
 
@@ -63,6 +65,7 @@ def node_shutdown(config: KubeletConfig, clock: Clock, recorder: EventRecorder, 
         return None
     from minikubelet.nodeshutdown.logind import LOGIND_CONF_DIR, Logind
     from minikubelet.nodeshutdown.manager import NodeShutdownManager
+    from minikubelet.nodeshutdown.state import ShutdownState
 
     def shutdown_pods() -> list[Pod]:
         """Pods not yet terminated (upstream GetActivePods, as the shutdown manager sees them)."""
@@ -80,6 +83,10 @@ def node_shutdown(config: KubeletConfig, clock: Clock, recorder: EventRecorder, 
     service.manager = NodeShutdownManager(
         periods, clock, shutdown_pods, kill, recorder.node_event, recorder.pod_event, service.sync_node_status_now,
         lambda: Logind.connect(conf_dir), statuses_written)
+    if metrics is not None and feature_enabled(config, "GracefulNodeShutdownBasedOnPodPriority"):
+        # upstream keeps the record only with the priority-based shutdown, its gauges' condition
+        service.manager.state = ShutdownState(config.root_dir, metrics)
+        service.manager.state.restore()
     return service
 
 

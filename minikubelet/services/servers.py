@@ -30,7 +30,7 @@ class PlainServers(Service):
         cfg = self._config
         read_only = read_only_endpoint(cfg)
         if read_only is not None:
-            await self.server.serve(*read_only, self.server.routes())
+            await self.server.serve(*read_only, self.server.routes(), "readonly")
         if cfg.healthz_port and (read_only is None or cfg.healthz_port != read_only[1]):
             await self.server.serve(cfg.healthz_bind_address, cfg.healthz_port, self.server.health_routes())
 

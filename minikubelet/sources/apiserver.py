@@ -24,6 +24,7 @@ from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.rest import RestClient
 from minikubelet.kubeapi.watch import LIST, ListWatch, WatchEvent
+from minikubelet.metrics import PodStartupLatency
 
 log = logging.getLogger("minikubelet.sources.apiserver")
 
@@ -39,6 +40,7 @@ class ApiserverPodSource:
     def __init__(self, client: RestClient, node_name: str, clock: Clock,
                  update: Callable[[str, list[Pod]], None], *, max_pods: int = DEFAULT_MAX_PODS,
                  mirrors: Callable[[list[Pod]], None] = lambda _pods: None,
+                 startup: PodStartupLatency | None = None,
                  min_watch_timeout: float | None = None) -> None:
         """`update(source, pods)` gets the pods to run; `mirrors(pods)` the mirror pods of our static pods,
         which are never run (upstream: the pod manager keeps them apart)."""
@@ -46,6 +48,7 @@ class ApiserverPodSource:
         self.clock = clock
         self._update = update
         self._mirrors = mirrors
+        self._startup = startup  # the pod start SLIs' watch observations
         self.max_pods = max_pods
         kwargs: dict[str, Any] = {} if min_watch_timeout is None else {"min_timeout": min_watch_timeout}
         self.watch = ListWatch(client, PODS_PATH, clock, field_selector=f"spec.nodeName={node_name}", **kwargs)
@@ -67,6 +70,8 @@ class ApiserverPodSource:
         elif event.type == "DELETED":
             uid = podview.uid(event.object) if self._valid(event.object) else ""
             self._pods.pop(uid, None)
+            if self._startup is not None:
+                self._startup.forget(uid)
         else:
             self._put(event.object)
         self._seen = {uid: t for uid, t in self._seen.items() if uid in self._pods}
@@ -98,6 +103,8 @@ class ApiserverPodSource:
                 self._over_limit_logged = True
             return
         self._pods[uid] = obj
+        if self._startup is not None and not _is_mirror(obj):
+            self._startup.observed_on_watch(obj)
 
     def _annotated(self, pod: Pod) -> Pod:
         """The pod with the annotations every source's pods carry (upstream podStorage.merge): where it came

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from cri.errors import RuntimeError_
 from cri.runtime import Runtime
 from cri.types import ContainerState, ContainerStats, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
 from minikubelet.base.clock import Clock
+from minikubelet.metrics import Metrics
 from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
 from minikubelet.stats.fs import DirUsage, DirWalk, FsCapacity, capacity
 from minikubelet.stats.interfaces import InterfaceSample
@@ -137,11 +139,13 @@ class StatsProvider:
                  sandbox_image: str = "", interval: float = HOUSEKEEPING_INTERVAL,
                  interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
                  proc: Path = Path("/proc"), image_fs_path: str = "", container_fs_path: str = "",
-                 cri_stats: Callable[[], Awaitable[list[ContainerStats]]] | None = None) -> None:
-        """`cri_stats`: a CRI runtime's ListContainerStats, the source of each container's `rootfs` (its writable
+                 cri_stats: Callable[[], Awaitable[list[ContainerStats]]] | None = None,
+                 metrics: Metrics | None = None) -> None:
+        """`metrics`: where the volume walks' durations go. `cri_stats`: a CRI runtime's ListContainerStats, the source of each container's `rootfs` (its writable
         layer). CPU and memory come from the cgroups either way, as upstream's CRI stats provider overrides the
         runtime's figures with cAdvisor's (docs/decisions.md)."""
         self.runtime = runtime
+        self._metrics = metrics
         self._cri_stats = cri_stats
         self.image_fs_path = image_fs_path
         self.container_fs_path = container_fs_path
@@ -347,7 +351,10 @@ class StatsProvider:
             except OSError:
                 continue
             for d in dirs:
+                t0 = time.monotonic()
                 usage = await self._walk(str(d))
+                if self._metrics is not None:  # upstream times each volume's du walk
+                    self._metrics.http.volume_stat_duration.labels("du").observe(time.monotonic() - t0)
                 if usage is not None:
                     result.append(Volume(d.name, Fs(now, capacity(str(d)), usage.bytes, usage.inodes)))
         return tuple(sorted(result, key=lambda v: v.name))

@@ -37,6 +37,7 @@ from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.patch import pod_status_patch
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
+from minikubelet.metrics import Metrics
 from minikubelet.status.manager import StatusManager, normalize_status
 
 log = logging.getLogger("minikubelet.status.api_sync")
@@ -128,7 +129,7 @@ def status_by_kubelet_equal(old: Json, new: Json) -> bool:
 class PodStatusSync:
     def __init__(self, client: RestClient, clock: Clock, statuses: StatusManager,
                  terminated: Callable[[str], bool], *, sync_period: float = SYNC_PERIOD,
-                 source_pod: Callable[[Pod], Pod | None] = lambda _pod: None) -> None:
+                 source_pod: Callable[[Pod], Pod | None] = lambda _pod: None, metrics: Metrics | None = None) -> None:
         """`terminated(uid)`: the pod's worker has finished terminating it (nothing of it can run any more).
         `source_pod(pod)`: the API object as the pod source last received it (a static pod's mirror pod), or
         None (upstream: the pod manager's copy, which needsUpdate and needsReconcile read)."""
@@ -137,6 +138,7 @@ class PodStatusSync:
         self.statuses = statuses
         self.terminated = terminated
         self.source_pod = source_pod
+        self.metrics = metrics or Metrics()
         self.sync_period = sync_period
         self._api_versions: dict[str, int] = {}  # uid -> the status version the API server has
         self._dirty: set[str] = set()
@@ -251,6 +253,9 @@ class PodStatusSync:
                     log.info("pod status not written", extra={"kv": {"pod": podview.format_pod(pod), "err": str(e)}})
                     return
                 raise
+            self.metrics.pod_startup.status_written(api_pod)
+        # upstream: from the status version's making to its write (or to finding the server has it already)
+        self.metrics.pod_status_sync_duration.observe(max(0.0, self.statuses.now() - entry.at))
         held_back = merged.get("phase") != entry.status.get("phase")
         if held_back:
             self._awaiting_worker.add(uid)  # written again once nothing of the pod runs (upstream TerminatePod)

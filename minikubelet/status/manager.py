@@ -8,12 +8,14 @@ else keeps a copy.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
+from minikubelet.metrics import Metrics
 from minikubelet.status.terminate import terminated_pod_status
 
 StatusListener = Callable[[Pod, dict[str, Any] | None], None]
@@ -28,10 +30,13 @@ class VersionedStatus:
     # set by terminate_pod at the end of the pod's termination (upstream podIsFinished): only then may a
     # pod the API server is deleting be deleted for good
     finished: bool = False
+    at: float = 0.0  # `StatusManager.now` when this version was made (upstream versionedPodStatus.at)
 
 
 class StatusManager:
-    def __init__(self) -> None:
+    def __init__(self, now: Callable[[], float] = time.monotonic, metrics: Metrics | None = None) -> None:
+        self.now = now
+        self._metrics = metrics or Metrics()
         self._statuses: dict[str, VersionedStatus] = {}
         self._version = 0
         self._listeners: list[StatusListener] = []
@@ -72,12 +77,26 @@ class StatusManager:
                 # (upstream updateStatusInternal skips an equal status). A drift in the API's copy is the
                 # API sync's reconcile.
                 self._version += 1
-                self._statuses[uid] = VersionedStatus(pod, status, old.version, was_finished)
+                self._statuses[uid] = VersionedStatus(pod, status, old.version, was_finished, old.at)
             return
+        self._count_terminations(prev if isinstance(prev, dict) else {}, status)
         self._version += 1
-        self._statuses[uid] = VersionedStatus(pod, status, self._version, finished or was_finished)
+        self._statuses[uid] = VersionedStatus(pod, status, self._version, finished or was_finished, self.now())
         for listener in self._listeners:
             listener(pod, status)
+
+    def _count_terminations(self, old: dict[str, Any], new: dict[str, Any]) -> None:
+        """kubelet_terminated_containers_total: each container whose status becomes terminated, once."""
+        for key, container_type in (("initContainerStatuses", "init_container"), ("containerStatuses", "container")):
+            before = {s.get("name"): s for s in old.get(key) or []}
+            for cs in new.get(key) or []:
+                terminated = (cs.get("state") or {}).get("terminated")
+                if terminated is None:
+                    continue
+                was = before.get(cs.get("name"))
+                if was is None or "terminated" not in (was.get("state") or {}):
+                    self._metrics.terminated_containers.labels(
+                        container_type, str(terminated.get("exitCode", 0)), str(terminated.get("reason", ""))).inc()
 
     def get_pod_status(self, uid: str) -> dict[str, Any] | None:
         entry = self._statuses.get(uid)

@@ -308,13 +308,21 @@ def teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None) ->
         return False
 
 
-def cleanup_orphaned_pod_dirs(root_dir: str, known_uids: Iterable[str], mounter: Mounter | None = None) -> list[str]:
-    """Remove <rootDir>/pods/<uid> for every uid not in known_uids (upstream cleanupOrphanedPodDirs), after
-    unmounting our tmpfs volumes in it. Returns the uids whose dirs are still there (something else mounted
-    inside, or not removable yet)."""
+def orphaned_pod_dirs(root_dir: str, known_uids: Iterable[str]) -> list[str]:
+    """The uids of the pod directories under <rootDir>/pods that no known pod has."""
     known = set(known_uids)
     try:
         entries = sorted(os.listdir(safe_join(root_dir, PODS)))
     except FileNotFoundError:
         return []
-    return [uid for uid in entries if uid not in known and not teardown_pod_dir(root_dir, uid, mounter)]
+    return [uid for uid in entries if uid not in known]
+
+
+def cleanup_orphaned_pod_dirs(root_dir: str, known_uids: Iterable[str], mounter: Mounter | None = None,
+                              orphans: list[str] | None = None) -> list[str]:
+    """Remove <rootDir>/pods/<uid> for every uid not in known_uids (upstream cleanupOrphanedPodDirs), after
+    unmounting our tmpfs volumes in it (`orphans`: those uids, listed already). Returns the uids whose dirs are
+    still there (something else mounted inside, or not removable yet)."""
+    if orphans is None:
+        orphans = orphaned_pod_dirs(root_dir, known_uids)
+    return [uid for uid in orphans if not teardown_pod_dir(root_dir, uid, mounter)]

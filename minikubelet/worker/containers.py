@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the API client is imported only by a node that joins a clus
 
 log = logging.getLogger("minikubelet.worker.containers")
 
+RUNTIME_HANDLER = ""  # the runtime's default handler: no RuntimeClass here
 MIN_GRACE = 2  # upstream minimumGracePeriodInSeconds
 PRESTOP_EXTRA_GRACE = 2  # upstream gives an overrunning preStop hook 2 s more, once
 PRESTOP_SETTLE = 1.0  # how long an overrunning hook may take to notice its container is gone
@@ -96,7 +98,7 @@ class Containers:
                     event_message: str | None = None) -> str:
         st.reasons[c.name] = (reason, message)
         self._recorder.pod_event(view.raw, "Warning", ev.FAILED, event_message or f"Error: {reason}", c.name)
-        self._metrics.started_containers_errors.labels(c.kind, reason).inc()
+        self._metrics.started_containers_errors.labels(container_type(c), reason).inc()
         return ""
 
     async def start(self, view: PodView, c: ContainerView, state: PodRuntimeState, st: PodSyncState,
@@ -123,11 +125,15 @@ class Containers:
                 return ""
             self._backoff.next(key, latest.finished_at)
 
+        # upstream counts the start once past the back-off, before the image and the create
+        self._metrics.started_containers.labels(container_type(c)).inc()
         image = await self._images.ensure_image(view, c, st)
         if not image.ok:
             if image.failure is not None:
                 reason, message = image.failure
                 return self._fail_start(view, c, st, reason, message, f"Error: {reason}")
+            if st.reasons.get(name, ("",))[0] == "ImagePullBackOff":
+                self._metrics.started_containers_errors.labels(container_type(c), "ImagePullBackOff").inc()
             return ""
 
         restart_count = restart_count_of(latest) + 1 if latest is not None else 0
@@ -189,15 +195,17 @@ class Containers:
         except (StartContainerError, NotFoundError) as e:
             return self._fail_start(view, c, st, "RunContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.STARTED, "Container started", name)
+        if c.kind == "init":
+            self._metrics.pod_startup.init_container_started(uid, self._clock.now())
         if self.cgroups is not None:
             self.cgroups.container_started(view, cid)
         self.logs.link_legacy(cid, name, view.name, view.namespace, os.path.join(scfg.log_directory, cfg.log_path))
-        self._metrics.started_containers.labels(c.kind).inc()
 
         if c.post_start:
             try:
                 await run_hook(dict(c.post_start), runtime=self._runtime, clock=self._clock, container_id=cid,
-                               container=c, pod_ip=pod_ip, pod_desc=view.format_pod)
+                               container=c, pod_ip=pod_ip, pod_desc=view.format_pod,
+                               sleep_cut=self._metrics.sleep_action_terminated_early.inc)
             except HookError as e:
                 # upstream startContainer: the event and the waiting reason carry the hook's message, and the
                 # container is killed as any other (its preStop hook runs too)
@@ -236,7 +244,8 @@ class Containers:
             # so that secrets do not leak into events)
             hook = asyncio.create_task(run_hook(dict(pre_stop), runtime=self._runtime, clock=clock,
                                                 container_id=status.id, container=c, pod_ip=pod_ip,
-                                                pod_desc=view.format_pod))
+                                                pod_desc=view.format_pod,
+                                                sleep_cut=self._metrics.sleep_action_terminated_early.inc))
             remaining = max(end - clock.monotonic(), 0.0)
             sleeper = asyncio.create_task(clock.sleep(remaining))
             try:
@@ -296,22 +305,39 @@ class Containers:
             if reason == "CreateContainerConfigError" and message.startswith("MountVolume.SetUp failed"):
                 del st.reasons[name]
         resources = self.cgroups.sandbox_resources() if self.cgroups else None
+        # upstream counts a pod start where kuberuntime creates the sandbox (config, log dir, RunPodSandbox)
+        user_ns = (view.raw.get("spec") or {}).get("hostUsers") is False
+        self._metrics.started_pods.inc()
+        if user_ns:
+            self._metrics.started_user_namespaced_pods.inc()
+
+        def start_failed() -> None:
+            self._metrics.started_pods_errors.inc()
+            if user_ns:
+                self._metrics.started_user_namespaced_pods_errors.inc()
         try:
             cfg = sandbox_config(view, attempt, self._pod_logs_dir, cgroup_parent, resources,
                                  dns=self._pod_dns(view), cluster_domain=self._cluster_domain)
         except (DNSError, HostnameError) as e:
+            start_failed()
             self._sandbox_failed(pod, st, str(e))
             return ""
         try:
             self.logs.ensure_pod_dir(view.namespace, view.name, view.uid)
         except OSError as e:
+            start_failed()
             self._sandbox_failed(pod, st, f"failed to create log directory for pod {view.format_pod}: {e}")
             return ""
+        t0 = time.monotonic()
         try:
             return str(await self._runtime.run_pod_sandbox(cfg))
         except RuntimeError_ as e:
+            self._metrics.run_podsandbox_errors.labels(RUNTIME_HANDLER).inc()
+            start_failed()
             self._sandbox_failed(pod, st, str(e))
             return ""
+        finally:
+            self._metrics.run_podsandbox_duration.labels(RUNTIME_HANDLER).observe(time.monotonic() - t0)
 
     async def refresh_volumes(self, view: PodView) -> None:
         """Rewrite downwardAPI, projected, configMap and secret volumes after a change of the pod (labels,
@@ -345,6 +371,11 @@ class Containers:
     def _sandbox_failed(self, pod: dict[str, Any], st: PodSyncState, message: str) -> None:
         self._recorder.pod_event(pod, "Warning", ev.FAILED_CREATE_POD_SANDBOX, f"Failed to create pod sandbox: {message}")
         st.sync_failed = True
+
+
+def container_type(c: ContainerView) -> str:
+    """The kubelet's container_type label: sidecars are init containers."""
+    return "container" if c.kind == "regular" else "init_container"
 
 
 def _reported_restart_count(reported: dict[str, Any], name: str) -> int:

@@ -7,6 +7,8 @@ the container and the pod.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from cri.runtime import Runtime
@@ -31,8 +33,10 @@ async def run_hook(
     container: ContainerView,
     pod_ip: str,
     pod_desc: str,
+    sleep_cut: Callable[[], None] = lambda: None,
 ) -> None:
-    """Run one handler; raises HookError with the kubelet's message on failure. `pod_desc`: format.Pod(pod)."""
+    """Run one handler; raises HookError with the kubelet's message on failure. `pod_desc`: format.Pod(pod).
+    `sleep_cut()`: a sleep hook was cancelled before its time was up."""
     name = go_quote(container.name)
     where = f"for Container {name} in Pod {go_quote(pod_desc)}"
     if isinstance(handler.get("exec"), dict):
@@ -65,6 +69,10 @@ async def run_hook(
         return
     if isinstance(handler.get("sleep"), dict):
         seconds = handler["sleep"].get("seconds", 0)
-        await clock.sleep(float(seconds) if isinstance(seconds, int) and seconds > 0 else 0.0)
+        try:
+            await clock.sleep(float(seconds) if isinstance(seconds, int) and seconds > 0 else 0.0)
+        except asyncio.CancelledError:
+            sleep_cut()
+            raise
         return
     raise HookError(f"Cannot run handler: invalid handler: {handler}")

@@ -70,8 +70,11 @@ def _in_use(image: Image, containers: list[ContainerStatus]) -> bool:
 class ImageGC:
     def __init__(self, runtime: Runtime, clock: Clock, policy: ImageGCPolicy, sandbox_image: str,
                  image_fs: Callable[[], Awaitable[tuple[int, int]]],
-                 node_event: Callable[[str, str, str], None], period: float = IMAGE_GC_PERIOD) -> None:
+                 node_event: Callable[[str, str, str], None], period: float = IMAGE_GC_PERIOD,
+                 collected: Callable[[str], None] = lambda _reason: None) -> None:
+        """`collected(reason)`: an image was removed, for "age" or for "space"."""
         self._runtime = runtime
+        self._collected = collected
         self._clock = clock
         self.policy = policy
         self._sandbox_image = sandbox_image
@@ -132,6 +135,7 @@ class ImageGC:
         await self._runtime.remove_image(image_id)
         self.records.pop(image_id, None)
         self.removed.append(image_id)
+        self._collected(why)
 
     async def _free_space(self, to_free: int, now: float, images: list[tuple[str, _Record]]) -> int:
         freed = 0

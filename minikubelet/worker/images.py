@@ -14,7 +14,7 @@ from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration_ms
 from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.events import EventRecorder
-from minikubelet.metrics import Metrics
+from minikubelet.metrics import Metrics, image_size_bucket
 from minikubelet.worker.backoff import Backoff
 from minikubelet.worker.pod_state import ImageFailure, PodSyncState
 
@@ -63,6 +63,7 @@ class ImagePuller:
             st.reasons[name] = ("ImagePullBackOff", f'Back-off pulling image "{image}": ErrImagePull: {failure.message}')
             self._recorder.pod_event(pod, "Normal", ev.BACKOFF, f'Back-off pulling image "{image}"', name)
             return ImageResult(False)
+        self._metrics.pod_startup.image_pull_started(uid)
         self._recorder.pod_event(pod, "Normal", ev.PULLING, f'Pulling image "{image}"', name)
         t0 = time.monotonic()
         try:
@@ -77,9 +78,10 @@ class ImagePuller:
             self._recorder.pod_event(pod, "Warning", ev.FAILED, f'Failed to pull image "{image}": {e}', name)
             return ImageResult(False, failure=("ErrImagePull", str(e)))
         took = time.monotonic() - t0
-        self._metrics.image_pull_duration.observe(took)
+        self._metrics.pod_startup.image_pull_finished(uid)
         st.image_errors.pop(key, None)
         info = await self._images.image_status(image)
+        self._metrics.image_pull_duration.labels(image_size_bucket(info.size if info is not None else 0)).observe(took)
         self._recorder.pod_event(
             pod, "Normal", ev.PULLED,
             f'Successfully pulled image "{image}" in {go_duration_ms(pulled_in)} ({go_duration_ms(took)} including'

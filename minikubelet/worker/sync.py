@@ -107,6 +107,9 @@ class PodSyncer:
             self._recorder.pod_event(pod, "Warning", ev.NETWORK_NOT_READY, f"{NETWORK_NOT_READY_MESSAGE}: {errors[0]}")
             return None
         await self.containers.refresh_volumes(view)
+        for c in view.init_containers:  # the pod start SLI leaves out the init containers' run time
+            if c.kind == "init" and (done := state.latest(c.name)) is not None and done.finished_at:
+                self._metrics.pod_startup.init_container_finished(uid, done.finished_at)
         actions = compute_pod_actions(view, state, self._probe_results(uid))
         if not actions.idle:
             state = await self._execute(view, actions, state, st) or await self.observe(uid)

@@ -52,6 +52,7 @@ class PodWorker:
         self._backoff_until: float | None = None  # after a failed sync, runtime events wait for this
         # an adopted pod was started by an earlier agent: its start is not this agent's to measure
         self.st = PodSyncState(first_seen=-1.0 if adopted else clock.monotonic())
+        self._update_type = "create"  # upstream's update type of the next sync: create, update or sync
         self.task: asyncio.Task[None] | None = None
         self._sync_task: asyncio.Future[KillPodOptions | None] | None = None
         self._completed: list[asyncio.Event] = []  # set once the termination is done
@@ -70,8 +71,12 @@ class PodWorker:
             self.view = PodView.of(pod)
             if sync:
                 self._urgent = True
+                self._update_type = "update" if self._update_type == "sync" else self._update_type
         if sync:
             self.wake()
+
+    def count_containers(self) -> None:
+        self._metrics.containers_per_pod.observe(len((self.pod.get("spec") or {}).get("containers") or []))
 
     def kill(self, opts: KillPodOptions | None = None) -> None:
         """Terminate the pod (grace: the override, else the pod's own); a shorter grace given later wins."""
@@ -119,7 +124,7 @@ class PodWorker:
     async def run(self) -> None:
         while True:
             t0 = time.monotonic()
-            op = "kill" if self._kill is not None and self.lifecycle is not PodLifecycle.TERMINATED else "sync"
+            op = self._operation()
             self.st.sync_failed = False
             try:
                 if await self._step():
@@ -134,6 +139,12 @@ class PodWorker:
                 self._back_off()
             self._metrics.pod_worker_duration.labels(op).observe(time.monotonic() - t0)
             await self._wait()
+
+    def _operation(self) -> str:
+        """kubelet_pod_worker_duration_seconds' operation_type for the coming pass."""
+        if self.lifecycle is PodLifecycle.TERMINATED:
+            return "terminated"
+        return "kill" if self._kill is not None else self._update_type
 
     async def _step(self) -> bool:
         """One pass of the lifecycle; True when the worker is done."""
@@ -164,6 +175,9 @@ class PodWorker:
     async def _sync(self) -> KillPodOptions | None:
         """SyncPod, cancelled when a kill arrives meanwhile (upstream cancels the sync's context), so a hung
         postStart hook or image pull never keeps a deleted pod alive."""
+        if self._update_type == "create" and self.st.first_seen >= 0:
+            self._metrics.pod_worker_start_duration.observe(self._clock.monotonic() - self.st.first_seen)
+        self._update_type = "sync"
         self._sync_task = asyncio.ensure_future(self._syncer.sync_pod(self.view, self.st))
         try:
             return await self._sync_task
@@ -245,6 +259,8 @@ class PodWorkers:
         w = self._workers.get(uid)
         if w is None:
             w = self._start(pod, adopted)
+            if kill is None:  # upstream counts the containers of a pod its worker starts
+                w.count_containers()
         else:
             w.update(pod)
         if kill is not None:

@@ -57,8 +57,8 @@ class FakeNode:
         assert isinstance(self.runtime.clock, FakeClock)
         self.clock: FakeClock = self.runtime.clock
         self.recorder = EventRecorder(self.clock, "node-1")
-        self.metrics = Metrics()
-        self.statuses = StatusManager()
+        self.metrics = Metrics(now=self.clock.now)
+        self.statuses = StatusManager(self.clock.monotonic, self.metrics)
         self.container_backoff = Backoff(self.clock, CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
         image_backoff = Backoff(self.clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
         images = ImagePuller(self.runtime, image_backoff, self.recorder, self.metrics, self.clock)
@@ -71,7 +71,7 @@ class FakeNode:
         self.finished: list[str] = []
         self.workers = PodWorkers(self._worker, on_finished=self._finished)
         self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(max_pods)], self.clock,
-                                  self.recorder)
+                                  self.recorder, metrics=self.metrics)
         self.config = PodConfig(self.manager.handle)
         self.gc = ContainerGC(self.runtime, self.clock, containers.logs, self.workers.uids)
         self.pleg = PLEG(self.runtime, self.clock, self.metrics, self.workers.wake)

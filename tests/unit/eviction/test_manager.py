@@ -14,6 +14,7 @@ from minikubelet.eviction.manager import IMMEDIATE_GRACE, EvictionManager, Setti
 from minikubelet.eviction.ranking import eviction_message, local_storage_violation, rank
 from minikubelet.eviction.signals import observations
 from minikubelet.eviction.thresholds import parse_thresholds
+from minikubelet.metrics import Metrics
 from minikubelet.worker.lifecycle import PodStatusFn
 
 MI = 2**20
@@ -123,11 +124,12 @@ class Harness:
         self.gone: set[str] = set()
         self.reclaimed = 0
         self.fresh: list[bool] = []
+        self.metrics = Metrics()
         self.m = EvictionManager(settings, self.clock, self.summary, lambda: [
             p for p in self.pods if p["metadata"]["uid"] not in self.gone], self.kill,
             self.pod_event,
             lambda etype, reason, msg: self.events.append(("node", reason, msg)),
-            lambda pod: pod["metadata"]["uid"] in self.gone)
+            lambda pod: pod["metadata"]["uid"] in self.gone, metrics=self.metrics)
 
     def pod_event(self, pod: Pod, etype: str, reason: str, msg: str, annotations: Mapping[str, str]) -> None:
         self.events.append((pod["metadata"]["name"], reason, msg))
@@ -164,6 +166,10 @@ async def test_hard_threshold_evicts_one_pod_at_once_with_status_condition_and_e
     assert h.event_annotations == [{"offending_containers": "c", "offending_containers_usage": "700Mi",
                                     "starved_resource": "memory"}]
     assert h.m.conditions == ["MemoryPressure"] and h.m.memory_pressure
+    # kubelet_evictions by the threshold's signal, and the age of the stats it acted on
+    reg = h.metrics.registry
+    assert reg.get_sample_value("kubelet_evictions_total", {"eviction_signal": "memory.available"}) == 1
+    assert reg.get_sample_value("kubelet_eviction_stats_age_seconds_count", {"eviction_signal": "memory.available"}) == 1
 
 
 async def test_evictionMessage_with_pod_level_resources_names_the_pod_in_message_and_event() -> None:
@@ -331,3 +337,16 @@ async def test_stats_no_newer_than_the_last_pass_evict_nobody_else() -> None:
     assert await h.m.synchronize() == []
     assert [k[0] for k in h.killed] == ["a"]
     assert h.m.memory_pressure
+
+
+def test_local_storage_evictions_are_labelled_with_the_kubelets_signals() -> None:
+    from minikubelet.eviction.ranking import local_storage_signal
+
+    p = mkpod("p", volumes=[{"name": "scratch", "emptyDir": {"sizeLimit": "1Mi"}}])
+    lim = mkpod("lim", containers=[{"name": "c", "image": "i", "resources": {"limits": {"ephemeral-storage": "2Mi"}}}])
+    empty_dir = local_storage_violation(p, {"volume": [{"name": "scratch", "usedBytes": 2 * MI}]})
+    pod_total = local_storage_violation(lim, {"ephemeral-storage": {"usedBytes": 3 * MI}, "containers": []})
+    container = local_storage_violation(lim, {"containers": [{"name": "c", "logs": {"usedBytes": 3 * MI}}]})
+    assert empty_dir and pod_total and container
+    assert [local_storage_signal(m) for m in (empty_dir, pod_total, container)] == [
+        "emptydirfs.limit", "ephemeralpodfs.limit", "ephemeralcontainerfs.limit"]

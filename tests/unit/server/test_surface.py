@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
 from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
+from minikubelet.metrics import Metrics
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.auth import AlwaysAllow, Authenticator
 from minikubelet.server.kubelet_api import KubeletAPI, SurfaceOptions, clean_path
@@ -66,11 +67,13 @@ async def make(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     clients: list[TestClient[web.Request, web.Application]] = []
 
     async def build(checks: Checks | None = None, anonymous: bool = True,
-                    config: dict[str, Any] | None = None) -> TestClient[web.Request, web.Application]:
+                    config: dict[str, Any] | None = None,
+                    metrics: Metrics | None = None) -> TestClient[web.Request, web.Application]:
         async def health() -> Checks:
             return checks if checks is not None else [("ping", None), ("syncloop", None), ("runtime", None)]
 
-        base = KubeletServer(lambda: [], health, CollectorRegistry(), lambda _uid: [])
+        base = KubeletServer(lambda: [], health, metrics.registry if metrics else CollectorRegistry(),
+                             lambda _uid: [], http=metrics.http if metrics else None)
         pod = {"metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
                "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
         api = KubeletAPI(base, "node-1", lambda: [pod], FakeRuntime(), None, Authenticator(anonymous=anonymous),
@@ -108,6 +111,22 @@ async def test_healthz_as_recorded_and_its_checks(make: Callable[..., Any]) -> N
     assert (r.status, await r.text()) == (200, "ok")
     r = await failing.get("/healthz/syncloop")
     assert (r.status, await r.text()) == (500, "internal server error: sync loop has not run for 12.0s\n")
+
+
+async def test_the_api_counts_each_request_as_readwrite_refused_ones_included(make: Callable[..., Any]) -> None:
+    m = Metrics()
+    client = await make(anonymous=False, metrics=m)
+    assert (await client.get("/pods")).status == 401
+    assert (await client.get("/no/such/thing")).status == 401
+    refused = {"method": "GET", "path": "pods", "server_type": "readwrite", "long_running": "false"}
+    assert m.registry.get_sample_value("kubelet_http_requests_total", refused) == 1
+    assert m.registry.get_sample_value("kubelet_http_requests_duration_seconds_count", refused) == 1
+    assert m.registry.get_sample_value("kubelet_http_inflight_requests", refused) == 0
+    assert m.registry.get_sample_value("kubelet_http_requests_total", {**refused, "path": "other"}) == 1
+    open_client = await make(metrics=m)
+    assert (await open_client.post("/exec/ns/web/main")).status >= 400
+    assert m.registry.get_sample_value("kubelet_http_requests_total", {
+        "method": "POST", "path": "exec", "server_type": "readwrite", "long_running": "true"}) == 1
 
 
 async def test_configz_serves_the_given_configuration(make: Callable[..., Any]) -> None:

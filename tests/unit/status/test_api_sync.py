@@ -10,6 +10,7 @@ from typing import Any
 
 from minikubelet.base.clock import FakeClock
 from minikubelet.kubeapi.rest import Json, RestClient
+from minikubelet.metrics import Metrics
 from minikubelet.status.api_sync import PodStatusSync, merge_pod_status
 from minikubelet.status.manager import StatusManager
 from tests.apiserver import ApiServer
@@ -374,5 +375,29 @@ async def test_sync_pod_patches_disruption_target_only_with_the_terminal_phase(
         assert body["phase"] == "Failed" and "DisruptionTarget" in str(body)
         stored = (await api_server.admin().get("pods", "p", "default"))["status"]
         assert {c["type"]: c["status"] for c in stored["conditions"]}["DisruptionTarget"] == "True"
+    finally:
+        await client.close()
+
+
+async def test_status_sync_duration_is_from_the_versions_making_to_its_write(
+        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    _, sync, client, pod = await _setup(api_server, tmp_path, set())
+    metrics = Metrics()
+    clock = sync.clock
+    assert isinstance(clock, FakeClock)
+    statuses = StatusManager(clock.monotonic, metrics)
+    sync = PodStatusSync(client, clock, statuses, lambda _uid: False, metrics=metrics)
+    uid = pod["metadata"]["uid"]
+    try:
+        statuses.set_pod_status(pod, _status("Pending"))
+        clock.advance(0.25)
+        await sync.sync_pod(uid)
+        assert metrics.registry.get_sample_value("kubelet_pod_status_sync_duration_seconds_count") == 1
+        assert metrics.registry.get_sample_value("kubelet_pod_status_sync_duration_seconds_sum") == 0.25
+        # the server has it already: the kubelet measures that pass too
+        clock.advance(1)
+        await sync.sync_pod(uid)
+        assert metrics.registry.get_sample_value("kubelet_pod_status_sync_duration_seconds_count") == 2
+        assert metrics.registry.get_sample_value("kubelet_pod_status_sync_duration_seconds_sum") == 1.5
     finally:
         await client.close()
