@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
-_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+from minikubelet.metrics_node import NodeMetrics
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # the kubelet exports no *_created series
+
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)  # client_golang's DefBuckets
+_RUNTIME_BUCKETS = tuple(0.005 * 2.5 ** i for i in range(14))  # upstream ExponentialBuckets(.005, 2.5, 14)
 _START_BUCKETS = (0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200)
 
 
@@ -37,7 +42,7 @@ class Metrics:
             "kubelet_runtime_operations_duration_seconds",
             "Duration in seconds of runtime operations",
             ["operation_type"],
-            buckets=_DURATION_BUCKETS,
+            buckets=_RUNTIME_BUCKETS,
             registry=r,
         )
         self.runtime_operations_errors = Counter(
@@ -67,3 +72,4 @@ class Metrics:
         self.sync_loop_last = Gauge(
             "minikubelet_sync_loop_last_timestamp_seconds", "When the housekeeping loop last completed", registry=r
         )
+        self.node = NodeMetrics(r)  # the node managers' families (metrics_node.py)

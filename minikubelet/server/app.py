@@ -7,8 +7,9 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
+from minikubelet.metrics_text import render
 from minikubelet.server.limits import ServingLimits
 from minikubelet.server.listener import PlainSite
 from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
@@ -116,4 +117,4 @@ class KubeletServer:
 
 
 def _prometheus(registry: CollectorRegistry) -> Response:
-    return Response(200, generate_latest(registry), CONTENT_TYPE_LATEST.split(";")[0] + "; charset=utf-8")
+    return Response(200, render(registry), CONTENT_TYPE_LATEST.split(";")[0] + "; charset=utf-8")
