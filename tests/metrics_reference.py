@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +142,7 @@ def compare(scraped: dict[str, Family], endpoint: str, event_only: frozenset[str
     problems = []
     for name, row in sorted(ref.items()):
         if row.served and name not in scraped and name not in event_only:
-            problems.append(f"missing {name} ({row.owner})")
+            problems.append(f"missing {name} [{row.owner}]")
     for name, fam in sorted(scraped.items()):
         if name.startswith("minikubelet_"):
             continue
@@ -150,11 +151,14 @@ def compare(scraped: dict[str, Family], endpoint: str, event_only: frozenset[str
             problems.append(f"outside the reference: {name}")
             continue
         if not r.served:
-            problems.append(f"served but marked '{r.status}': {name}")
+            problems.append(f"served but marked '{r.status}': {name} [{r.owner}]")
         if fam.type != r.type:
-            problems.append(f"{name}: type {fam.type}, upstream {r.type}")
+            problems.append(f"{name}: type {fam.type}, upstream {r.type} [{r.owner}]")
         if fam.series and fam.label_names != r.labels:
-            problems.append(f"{name}: labels {sorted(fam.label_names)}, upstream {sorted(r.labels)}")
-        if r.type == "histogram" and fam.buckets and bucket_bounds(fam) != tuple(sorted(r.buckets)):
-            problems.append(f"{name}: buckets {bucket_bounds(fam)}, upstream {r.buckets}")
+            problems.append(f"{name}: labels {sorted(fam.label_names)}, upstream {sorted(r.labels)} [{r.owner}]")
+        bounds, upstream = bucket_bounds(fam), tuple(sorted(r.buckets))
+        same = len(bounds) == len(upstream) and all(
+            math.isclose(a, b, rel_tol=1e-9) for a, b in zip(bounds, upstream, strict=True))
+        if r.type == "histogram" and fam.buckets and not same:
+            problems.append(f"{name}: buckets {bounds}, upstream {upstream} [{r.owner}]")
     return problems
