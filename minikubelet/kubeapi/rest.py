@@ -278,6 +278,13 @@ class RestClient:
                       body: object = None, content_type: str = "application/json",
                       timeout: float | None = None) -> Json:
         """One API call; the decoded answer, or ApiError / TransportError after the retries."""
+        return (await self.request_with_code(method, path, query=query, body=body, content_type=content_type,
+                                             timeout=timeout))[1]
+
+    async def request_with_code(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
+                                body: object = None, content_type: str = "application/json",
+                                timeout: float | None = None) -> tuple[int, Json]:
+        """request(), with the answer's status code."""
         url = self.url(path, query)
         data = json.dumps(body).encode() if body is not None else None
         attempt = 0
@@ -301,7 +308,7 @@ class RestClient:
                     raise TransportError(f"{method} {path}: answer is not JSON") from None
                 if not isinstance(doc, dict):
                     raise TransportError(f"{method} {path}: answer is not a JSON object")
-                return doc
+                return code, doc
             if code == 401 and self._exec is not None and not reauthenticated:
                 self._exec.invalidate()
                 await self.reload()

@@ -46,6 +46,11 @@ class KubeletServer:
         self.stats: StatsHandlers | None = None  # set by the agent before serving
 
     @property
+    def registry(self) -> CollectorRegistry:
+        """The /metrics registry."""
+        return self._registry
+
+    @property
     def health(self) -> HealthCheck:
         return self._health
 

@@ -34,6 +34,10 @@ EVENT_ONLY = frozenset({
     "kubelet_websocket_streaming_requests_total", "kubelet_container_requested_resizes_total",
     "kubelet_pod_resize_duration_milliseconds", "kubelet_pod_pending_resizes", "kubelet_pod_infeasible_resizes_total",
     "kubelet_pod_deferred_accepted_resizes_total",
+    # bearer tokens: the API server's proxy authenticates with its client certificate
+    "apiserver_delegated_authn_request_total", "apiserver_delegated_authn_request_duration_seconds",
+    "authentication_token_cache_request_total", "authentication_token_cache_request_duration_seconds",
+    "authentication_token_cache_fetch_total", "authentication_token_cache_active_fetch_count",
 })
 
 
@@ -146,6 +150,9 @@ async def test_scrapes_match_the_kubelet_and_every_mixin_selector_finds_its_seri
                for s in _series(samples, "kubelet_cgroup_manager_duration_seconds_count"))
     codes = {s.labels["code"] for s in _series(samples, "rest_client_requests_total")}
     assert {"200", "201"} <= codes
+    assert {s.labels["code"] for s in _series(samples, "apiserver_delegated_authz_request_total")} == {"201"}
+    [expiry] = _series(samples, "apiserver_client_certificate_expiration_seconds_count")
+    assert expiry.value >= 1  # the API server's kubelet client certificate, on each proxied request
     [rss] = _series(samples, "process_resident_memory_bytes")
     assert rss.value > 10 << 20
     [probe] = [s for s in probe_samples if s.name == "prober_probe_total"]
