@@ -34,6 +34,7 @@ EVENT_ONLY = frozenset({
     "kubelet_websocket_streaming_requests_total", "kubelet_container_requested_resizes_total",
     "kubelet_pod_resize_duration_milliseconds", "kubelet_pod_pending_resizes", "kubelet_pod_infeasible_resizes_total",
     "kubelet_pod_deferred_accepted_resizes_total",
+    "rest_client_exec_plugin_call_total",  # a kubeconfig with an exec credential plugin
     # bearer tokens: the API server's proxy authenticates with its client certificate
     "apiserver_delegated_authn_request_total", "apiserver_delegated_authn_request_duration_seconds",
     "authentication_token_cache_request_total", "authentication_token_cache_request_duration_seconds",
