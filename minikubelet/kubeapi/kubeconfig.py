@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography import x509
 
 from minikubelet.base.clock import Clock
 from minikubelet.kubeapi import client_metrics
@@ -274,6 +273,8 @@ class ExecPlugin:
         m = client_metrics.recorder()
         if m is None or not new.cert_pem:
             return
+        from cryptography import x509  # only for a plugin that gives certificates (a heavy import)
+
         try:
             cert = x509.load_pem_x509_certificate(new.cert_pem)
         except ValueError:
