@@ -30,6 +30,7 @@ class AuthMetrics:
         self.authz_duration = Histogram("apiserver_delegated_authz_request_duration_seconds",
                                         "Request latency in seconds. Broken down by status code.", ["code"],
                                         buckets=WEBHOOK_BUCKETS, registry=r)
+        # upstream gives the token cache's families no help text
         self.cache_requests = Counter("authentication_token_cache_request", "", ["status"], registry=r)
         self.cache_duration = Histogram("authentication_token_cache_request_duration_seconds", "", ["status"],
                                         buckets=DEF_BUCKETS, registry=r)
