@@ -9,7 +9,8 @@ finds (and can clean up) what an earlier run created.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 
 from cgroups.allocatable import hard_eviction_reservation, parse_resource_list, subtract
@@ -113,6 +114,16 @@ class CgroupManager:
         self.cpu_cfs_quota = cpu_cfs_quota
         self.cpu_cfs_quota_period_us = cpu_cfs_quota_period_us
         self.memory_qos = memory_qos
+        # (operation, seconds) of each create / update / destroy: kubelet_cgroup_manager_duration_seconds
+        self.observe: Callable[[str, float], None] | None = None
+
+    def _timed(self, operation: str, call: Callable[[], None]) -> None:
+        t0 = time.monotonic()
+        try:
+            call()
+        finally:
+            if self.observe is not None:
+                self.observe(operation, time.monotonic() - t0)
 
     # names -----------------------------------------------------------------
     def literal(self, name: CgroupName) -> str:
@@ -155,9 +166,9 @@ class CgroupManager:
     def _create_or_update(self, name: CgroupName, config: ResourceConfig) -> None:
         literal = self.literal(name)
         if self.driver.exists(literal):
-            self.driver.update(literal, config)
+            self._timed("update", lambda: self.driver.update(literal, config))
         else:
-            self.driver.create(literal, config)
+            self._timed("create", lambda: self.driver.create(literal, config))
 
     def ensure_hierarchy(self, pods: Iterable[PodView] = ()) -> None:
         """Create or resize kubepods, burstable and besteffort; size burstable from `pods`."""
@@ -204,7 +215,7 @@ class CgroupManager:
         """Remove the pod's cgroup (its processes must be gone); a missing cgroup is fine."""
         literal = self.pod_cgroups().get(pod_uid)
         if literal is not None:
-            self.driver.remove(literal)
+            self._timed("destroy", lambda: self.driver.remove(literal))
 
     def orphans(self, known_uids: Iterable[str]) -> list[str]:
         """UIDs of pod cgroups that belong to no known pod (e.g. left behind by a crash)."""

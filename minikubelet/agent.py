@@ -25,7 +25,6 @@ from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
 from minikubelet.events import EventRecorder
 from minikubelet.eviction.filesystems import detect as detect_disk_layout
-from minikubelet.metrics import Metrics
 from minikubelet.node.capacity import node_allocatable, node_capacity
 from minikubelet.node.info import host_ip, node_name
 from minikubelet.node.labels import Node, initial_node
@@ -38,6 +37,7 @@ from minikubelet.server.app import KubeletServer
 from minikubelet.server.stats import StatsHandlers
 from minikubelet.services.eviction import EvictionService
 from minikubelet.services.housekeeping import Housekeeping
+from minikubelet.services.metrics import agent_metrics
 from minikubelet.services.node_shutdown import node_shutdown, pods_written
 from minikubelet.services.node_status_inputs import NodeStatusReader
 from minikubelet.services.pod_sources import PodSources
@@ -87,7 +87,7 @@ class Agent:
         self.node_name = node_name(config.hostname_override)
         node_ip = node_ip or config.node_ip
         self.host_ip = host_ip(node_ip)
-        self.metrics = metrics = Metrics(now=clock.now)
+        self.metrics = metrics = agent_metrics(self.node_name, config, lambda: self.stats, clock.now)
         # Every component gets the instrumented runtime, so probe and hook execs are counted too.
         self.runtime = runtime = InstrumentedRuntime(
             RequestTimeoutRuntime(runtime, config.runtime_request_timeout), metrics.runtime_operations,
@@ -218,7 +218,7 @@ class Agent:
         runtime_config = await self.runtime.runtime_config()
         if self.containers.cgroups is None:
             self.cgroups = build_pod_cgroups(cfg, runtime_config.cgroup_driver,
-                                             lambda: list(self.manager.desired.values()))
+                                             lambda: list(self.manager.desired.values()), self.metrics.node)
             self.containers.cgroups = self.cgroups
         manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir, manager,

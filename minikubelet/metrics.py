@@ -3,15 +3,17 @@ pkg/kubelet/server/metrics); docs/metrics.md lists where each family is observed
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Metric, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from minikubelet.base.kubetime import parse_time
+from minikubelet.metrics_node import NodeMetrics
+
+disable_created_metrics()  # type: ignore[no-untyped-call]  # the kubelet exports no *_created series
 
 # Go's prometheus DefBuckets
 DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -77,29 +79,6 @@ class LazyHistogram:
             self._registry.register(self._histogram)
             self._registered = True
         self._histogram.observe(value)
-
-
-# The kubelet's counters whose names do not end in _total: prometheus_client always exposes counters as *_total.
-PLAIN_COUNTERS = ("kubelet_pleg_discard_events", "kubelet_evictions", "kubelet_preemptions",
-                  "kubelet_evented_pleg_connection_error_count", "kubelet_evented_pleg_connection_success_count")
-_PLAIN_RE = re.compile(r"^(# (?:HELP|TYPE) )?(" + "|".join(PLAIN_COUNTERS) + r")_total\b", re.M)
-
-
-class _WithSamples:
-    """The registry's families that have a sample: a vector without children is not in the kubelet's scrape
-    (prometheus_client would write its HELP and TYPE lines alone)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-
-    def collect(self) -> Iterator[Metric]:
-        return (m for m in self._registry.collect() if m.samples)
-
-
-def exposition(registry: CollectorRegistry) -> bytes:
-    """The text exposition, with the kubelet's plain counter names kept as the kubelet exposes them."""
-    text = generate_latest(_WithSamples(registry)).decode()
-    return _PLAIN_RE.sub(lambda m: (m.group(1) or "") + m.group(2), text).encode()
 
 
 class HttpRequestFamilies:
@@ -266,7 +245,6 @@ class Metrics:
         self.orphan_pod_cleaned_volumes_errors = Gauge(
             "kubelet_orphan_pod_cleaned_volumes_errors", "Orphaned pod directories the last cleanup failed to remove",
             registry=r)
-        self.cgroup_version = Gauge("kubelet_cgroup_version", "The node's cgroup version", registry=r)
         # resource managers with the `none` policies: registered as the kubelet does, never moved by a pinning
         self.cpu_manager_pinning_requests = Counter(
             "kubelet_cpu_manager_pinning_requests", "Exclusive CPU pinnings (none policy: never)", registry=r)
@@ -308,6 +286,7 @@ class Metrics:
         self.sync_loop_last = Gauge(
             "minikubelet_sync_loop_last_timestamp_seconds", "When the housekeeping loop last completed", registry=r
         )
+        self.node = NodeMetrics(r)  # the node managers' families (metrics_node.py)
         self.pod_startup = PodStartupLatency(self, now)
         self.node_startup_latency = NodeStartupLatency(self, now, boot_time())
 

@@ -8,6 +8,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from probes.result import ProbeKind, Result
 
+# client_golang's DefBuckets (upstream sets none); prometheus_client's default has 0.075, 0.75 and 7.5 too
+DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _RESULT_LABELS = {Result.SUCCESS: "successful", Result.FAILURE: "failed", Result.UNKNOWN: "unknown"}
 
 
@@ -32,6 +34,7 @@ class ProbeMetrics:
             "prober_probe_duration_seconds",
             "Duration in seconds for a probe response.",
             ["probe_type", "container", "pod", "namespace"],
+            buckets=DEF_BUCKETS,
             registry=registry,
         )
 

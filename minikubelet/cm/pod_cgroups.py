@@ -24,6 +24,7 @@ from minikubelet.base import podview
 from minikubelet.base.podview import ContainerView, Pod, PodView
 from minikubelet.base.safepath import safe_component
 from minikubelet.config.kubelet_config import KubeletConfig
+from minikubelet.metrics_node import NodeMetrics
 
 log = logging.getLogger("minikubelet.cgroups")
 
@@ -209,7 +210,7 @@ def systemd_cgroup_driver(files: CgroupDriver) -> CgroupDriver:
 
 
 def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_pods: Callable[[], Iterable[Pod]],
-                      root: Path = Path("/sys/fs/cgroup")) -> PodCgroups:
+                      metrics: NodeMetrics | None = None, root: Path = Path("/sys/fs/cgroup")) -> PodCgroups:
     if docker_cgroup_driver and docker_cgroup_driver != config.cgroup_driver:
         raise CgroupSetupError(
             f'misconfiguration: kubelet cgroup driver: "{config.cgroup_driver}" is different from docker cgroup '
@@ -222,6 +223,11 @@ def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_p
         log.warning("cannot lower oom_score_adj (no CAP_SYS_RESOURCE); clamping container values",
                     extra={"kv": {"minimum": min_oom}})
     manager = None
+    if metrics is not None:
+        try:
+            metrics.cgroup_version.set(detect_cgroup_version(root))
+        except OSError as e:
+            log.warning("cgroup version not detected", extra={"kv": {"err": str(e)}})
     if config.cgroups_per_qos:
         version = detect_cgroup_version(root)
         driver: CgroupDriver = CgroupV2Driver(root, config.cgroup_root) if version == 2 else CgroupV1Driver(
@@ -238,6 +244,8 @@ def build_pod_cgroups(config: KubeletConfig, docker_cgroup_driver: str, active_p
             config.cgroup_root, pod_pids_limit=config.pod_pids_limit, cpu_cfs_quota=config.cpu_cfs_quota,
             cpu_cfs_quota_period_us=int(config.cpu_cfs_quota_period * 1_000_000),
         )
+        if metrics is not None:
+            manager.observe = metrics.cgroup_operation
         manager.ensure_hierarchy([PodView.of(p) for p in active_pods()])
         log.info("cgroup hierarchy ready", extra={"kv": {"version": version, "driver": naming,
                                                          "root": config.cgroup_root}})

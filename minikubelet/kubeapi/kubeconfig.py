@@ -14,6 +14,7 @@ import json
 import os
 import ssl
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from minikubelet.base.clock import Clock
+from minikubelet.kubeapi import client_metrics
 
 MAX_KUBECONFIG_BYTES = 1 << 20
 MAX_EXEC_OUTPUT = 1 << 20
@@ -223,6 +225,12 @@ class ExecCredential:
     expires: float | None = None  # epoch seconds; None: valid until the server says 401
 
 
+class _ExitStatus(KubeconfigError):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class ExecPlugin:
     """Runs an exec credential plugin and caches its answer until it expires (client-go's exec authenticator)."""
 
@@ -240,8 +248,44 @@ class ExecPlugin:
             cached = self._cached
             if cached is not None and (cached.expires is None or cached.expires > self.clock.now()):
                 return cached
-            self._cached = await self._run()
+            self._cached = await self._run_counted()
+            self._certificate_metrics(cached, self._cached)
             return self._cached
+
+    async def _run_counted(self) -> ExecCredential:
+        """_run, each call counted by its outcome (client-go's rest_client_exec_plugin_call_total)."""
+        code, status = "1", client_metrics.INTERNAL_ERROR
+        try:
+            credential = await self._run()
+            code, status = "0", client_metrics.NO_ERROR
+            return credential
+        except FileNotFoundError:
+            code, status = "1", client_metrics.NOT_FOUND
+            raise
+        except _ExitStatus as e:
+            code, status = str(e.code), client_metrics.EXECUTION_ERROR
+            raise
+        finally:
+            if (m := client_metrics.recorder()) is not None:
+                m.exec_calls.labels(code, status).inc()
+
+    def _certificate_metrics(self, old: ExecCredential | None, new: ExecCredential) -> None:
+        m = client_metrics.recorder()
+        if m is None or not new.cert_pem:
+            return
+        from cryptography import x509  # only for a plugin that gives certificates (a heavy import)
+
+        try:
+            cert = x509.load_pem_x509_certificate(new.cert_pem)
+        except ValueError:
+            return
+        m.exec_expiry[self] = cert.not_valid_after_utc.timestamp()
+        if old is not None and old.cert_pem and old.cert_pem != new.cert_pem:
+            try:
+                before = x509.load_pem_x509_certificate(old.cert_pem).not_valid_before_utc.timestamp()
+            except ValueError:
+                return
+            m.exec_rotation.observe(time.time() - before)
 
     async def _run(self) -> ExecCredential:
         info: dict[str, Any] = {"apiVersion": self.cfg.api_version, "kind": "ExecCredential",
@@ -264,7 +308,7 @@ class ExecPlugin:
             proc.kill()
             raise KubeconfigError(f"exec plugin {self.cfg.command}: output larger than {MAX_EXEC_OUTPUT} bytes")
         if code != 0:
-            raise KubeconfigError(f"exec plugin {self.cfg.command}: exit status {code}")
+            raise _ExitStatus(code, f"exec plugin {self.cfg.command}: exit status {code}")
         return parse_exec_credential(out, self.cfg)
 
 

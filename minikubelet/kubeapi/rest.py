@@ -16,6 +16,7 @@ import os
 import platform
 import random
 import ssl
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from urllib.parse import urlencode
 import aiohttp
 
 from minikubelet.base.clock import Clock
+from minikubelet.kubeapi import client_metrics
 from minikubelet.kubeapi.kubeconfig import ClientConfig, ExecPlugin, KubeconfigError, ssl_context
 
 log = logging.getLogger("minikubelet.kubeapi")
@@ -231,8 +233,35 @@ class RestClient:
             chunks.append(chunk)
         return b"".join(chunks)
 
+    @staticmethod
+    def _retried(method: str, url: str, code: str) -> None:
+        if (m := client_metrics.recorder()) is not None:
+            m.retries.labels(code, method, client_metrics.host_of(url)).inc()
+
+    async def _throttle(self, method: str, url: str) -> None:
+        t0 = time.monotonic()
+        await self.limiter.acquire()
+        if (m := client_metrics.recorder()) is not None:
+            m.rate_limiter.labels(method, client_metrics.host_of(url)).observe(time.monotonic() - t0)
+
     async def _once(self, method: str, url: str, data: bytes | None, content_type: str | None,
                     timeout: float) -> tuple[int, bytes, float | None]:
+        t0 = time.monotonic()
+        try:
+            code, raw, retry_after = await self._attempt(method, url, data, content_type, timeout)
+        except TransportError:
+            self._record(method, url, client_metrics.ERROR_CODE, t0, data, None)
+            raise
+        self._record(method, url, str(code), t0, data, len(raw))
+        return code, raw, retry_after
+
+    @staticmethod
+    def _record(method: str, url: str, code: str, t0: float, data: bytes | None, received: int | None) -> None:
+        if (m := client_metrics.recorder()) is not None:
+            m.request(method, client_metrics.host_of(url), code, time.monotonic() - t0, len(data or b""), received)
+
+    async def _attempt(self, method: str, url: str, data: bytes | None, content_type: str | None,
+                       timeout: float) -> tuple[int, bytes, float | None]:
         session = await self._get_session()
         headers = await self._headers(content_type if data is not None else None)
         try:
@@ -249,18 +278,26 @@ class RestClient:
                       body: object = None, content_type: str = "application/json",
                       timeout: float | None = None) -> Json:
         """One API call; the decoded answer, or ApiError / TransportError after the retries."""
+        return (await self.request_with_code(method, path, query=query, body=body, content_type=content_type,
+                                             timeout=timeout))[1]
+
+    async def request_with_code(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
+                                body: object = None, content_type: str = "application/json",
+                                timeout: float | None = None) -> tuple[int, Json]:
+        """request(), with the answer's status code."""
         url = self.url(path, query)
         data = json.dumps(body).encode() if body is not None else None
         attempt = 0
         reauthenticated = False
         while True:
-            await self.limiter.acquire()
+            await self._throttle(method, url)
             try:
                 code, raw, retry_after = await self._once(method, url, data, content_type, timeout or self.timeout)
             except TransportError as e:
                 # Only reads are repeated after a cut connection: a write may have happened.
                 if method != "GET" or isinstance(e, ConnectError) or attempt + 1 >= self.retry.attempts:
                     raise
+                self._retried(method, url, client_metrics.ERROR_CODE)
                 await self.clock.sleep(self.retry.delay(attempt, None))
                 attempt += 1
                 continue
@@ -271,7 +308,7 @@ class RestClient:
                     raise TransportError(f"{method} {path}: answer is not JSON") from None
                 if not isinstance(doc, dict):
                     raise TransportError(f"{method} {path}: answer is not a JSON object")
-                return doc
+                return code, doc
             if code == 401 and self._exec is not None and not reauthenticated:
                 self._exec.invalidate()
                 await self.reload()
@@ -283,6 +320,7 @@ class RestClient:
             delay = self.retry.delay(attempt, retry_after)
             log.info("API server asked to retry", extra={"kv": {"method": method, "path": path, "code": code,
                                                                   "delay": round(delay, 3)}})
+            self._retried(method, url, str(code))
             await self.clock.sleep(delay)
             attempt += 1
 
@@ -309,16 +347,24 @@ class RestClient:
             AsyncIterator[bytes]]:
         """A watch: the answer's lines (each at most `max_line` bytes), ended by the server or `idle_timeout`
         without a byte. A non-200 answer raises ApiError, like a request."""
-        await self.limiter.acquire()
+        url = self.url(path, query)
+        await self._throttle("GET", url)
         session = await self._get_session()
         headers = await self._headers(None)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=idle_timeout)
+        recorder, host = client_metrics.recorder(), client_metrics.host_of(url)
         try:
-            async with session.get(self.url(path, query), headers=headers, timeout=timeout) as resp:
+            async with session.get(url, headers=headers, timeout=timeout) as resp:
+                if recorder is not None:
+                    recorder.requests.labels(str(resp.status), "GET", host).inc()
                 if resp.status != 200:
                     raw = await self._read_bounded(resp)
                     raise ApiError(resp.status, _parse_status(raw), _retry_after(resp.headers.get("Retry-After")))
                 yield self._lines(resp)
+        except (aiohttp.ClientConnectorError, aiohttp.ClientResponseError) as e:
+            if recorder is not None:
+                recorder.requests.labels(client_metrics.ERROR_CODE, "GET", host).inc()
+            raise TransportError(f"watch {path}: {e or type(e).__name__}") from None
         except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as e:
             raise TransportError(f"watch {path}: {e or type(e).__name__}") from None
 

@@ -37,6 +37,7 @@ from minikubelet.kubeapi.kubeconfig import (
 )
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
 from minikubelet.kubeapi.watch import LIST, ListWatch
+from minikubelet.metrics_node import certificate_metrics
 
 log = logging.getLogger("minikubelet.node.certificates")
 
@@ -232,6 +233,11 @@ async def bootstrap_client_certificate(kubeconfig_path: str, bootstrap_path: str
     log.info("wrote the node's kubeconfig", extra={"kv": {"path": kubeconfig_path, "cert": store.current_path}})
 
 
+def _not_after(pair: KeyPair | None, now: float) -> float | None:
+    """The certificate in use's expiry; None (TTL +Inf) without one or once expired, as upstream's Current()."""
+    return pair.not_after if pair is not None and pair.not_after > now else None
+
+
 class CertificateRotator:
     """Renews the client certificate before it expires; `on_rotated` lets the clients reconnect."""
 
@@ -246,6 +252,7 @@ class CertificateRotator:
         self.bootstrap = bootstrap
         self.make_client = make_client
         self.rotations = 0
+        self.metrics = certificate_metrics("client", lambda: _not_after(store.current(), clock.now()), clock.now)
 
     async def rotate(self) -> KeyPair:
         key_pem = new_key_pem()
@@ -276,6 +283,8 @@ class CertificateRotator:
                 await self.rotate()
                 retry = ROTATION_RETRY_INITIAL
             except (ApiError, TransportError, CertificateError, TimeoutError, OSError) as e:
+                if self.metrics is not None:
+                    self.metrics.renew_errors.inc()
                 log.warning("certificate rotation failed, will retry",
                             extra={"kv": {"err": str(e), "in": retry}})
                 await self.clock.sleep(retry)

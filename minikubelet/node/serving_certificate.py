@@ -20,6 +20,7 @@ from cryptography import x509
 
 from minikubelet.base.clock import Clock
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
+from minikubelet.metrics_node import certificate_metrics
 from minikubelet.node.certificates import (
     ROTATION_RETRY_INITIAL,
     ROTATION_RETRY_MAX,
@@ -60,6 +61,10 @@ def serving_sans(addresses: list[tuple[str, str]]) -> list[x509.GeneralName]:
             *(x509.IPAddress(ipaddress.ip_address(i)) for i in sorted(ips))]
 
 
+def _not_after(pair: KeyPair | None) -> float | None:
+    return pair.not_after if pair is not None else None
+
+
 class ServingCertificateManager:
     def __init__(self, cert_dir: str, node_name: str, addresses: Callable[[], list[tuple[str, str]]],
                  clock: Clock, client: RestClient, on_issued: Callable[[str], None]) -> None:
@@ -70,6 +75,7 @@ class ServingCertificateManager:
         self.client = client
         self.on_issued = on_issued  # called with the path of the PEM bundle (certificate + key)
         self.issued = 0
+        self.metrics = certificate_metrics("server", lambda: _not_after(self.current()), clock.now)
 
     def current(self) -> KeyPair | None:
         """The stored pair if it has not expired (then it is served at once after a restart)."""
@@ -84,8 +90,11 @@ class ServingCertificateManager:
         os.makedirs(self.store.dir, mode=0o700, exist_ok=True)
         cert_pem = await request_certificate(self.client, client_csr_pem(self.node_name, key_pem, sans), self.clock,
                                              signer=SERVING_SIGNER, usages=SERVING_USAGES)
+        previous = self.store.current()
         pair = self.store.update(cert_pem, key_pem, self.clock.now())
         self.issued += 1
+        if self.metrics is not None:
+            self.metrics.rotated(previous.not_before if previous is not None else None)
         log.info("serving certificate issued", extra={"kv": {"notAfter": pair.not_after}})
         self.on_issued(self.store.current_path)
         return pair
@@ -100,6 +109,8 @@ class ServingCertificateManager:
                 await self.request()
                 retry = ROTATION_RETRY_INITIAL
             except (ApiError, TransportError, CertificateError, TimeoutError, OSError) as e:
+                if self.metrics is not None:
+                    self.metrics.renew_errors.inc()
                 log.warning("serving certificate request failed, will retry", extra={"kv": {"err": str(e), "in": retry}})
                 await self.clock.sleep(retry)
                 retry = min(retry * 2, ROTATION_RETRY_MAX)

@@ -32,16 +32,22 @@ class PLEG:
         self.relist_period = relist_period
         self._seen: dict[str, frozenset[tuple[str, str]]] = {}
         self.last_relist = 0.0  # monotonic; 0 = never
+        self._last_start: float | None = None  # when the last successful relist began (time.monotonic)
         self.runtime_uids: dict[str, dict[str, str]] = {}  # uid -> labels of one of its objects
         self._container_states: set[str] = set()
 
     async def relist(self) -> None:
         t0 = time.monotonic()
+        # as upstream: from the start of the last relist that listed the runtime to the start of this one
+        if self._last_start is not None:
+            self._metrics.node.pleg_relist_interval.observe(t0 - self._last_start)
         current: dict[str, set[tuple[str, str]]] = {}
         uids: dict[str, dict[str, str]] = {}
         running_pods: set[str] = set()
         states = dict.fromkeys(self._container_states, 0)
-        for obj in await self._runtime.list_summaries():
+        summaries = await self._runtime.list_summaries()
+        self._last_start = t0
+        for obj in summaries:
             if not obj.pod_uid:
                 continue
             current.setdefault(obj.pod_uid, set()).add((obj.id, obj.state))

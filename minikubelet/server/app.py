@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 
-from minikubelet.metrics import HttpRequestFamilies, exposition
+from minikubelet.metrics import HttpRequestFamilies
+from minikubelet.metrics_text import render
 from minikubelet.server.limits import ServingLimits
 from minikubelet.server.listener import PlainSite
 from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
@@ -47,6 +48,11 @@ class KubeletServer:
         self._runners: list[web.AppRunner] = []
         self.sites: list[PlainSite | BoundedSite] = []
         self.stats: StatsHandlers | None = None  # set by the agent before serving
+
+    @property
+    def registry(self) -> CollectorRegistry:
+        """The /metrics registry."""
+        return self._registry
 
     @property
     def health(self) -> HealthCheck:
@@ -123,4 +129,4 @@ class KubeletServer:
 
 
 def _prometheus(registry: CollectorRegistry) -> Response:
-    return Response(200, exposition(registry), CONTENT_TYPE_LATEST.split(";")[0] + "; charset=utf-8")
+    return Response(200, render(registry), CONTENT_TYPE_LATEST.split(";")[0] + "; charset=utf-8")

@@ -22,6 +22,8 @@ from typing import Any
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from minikubelet.server.auth_metrics import AuthMetrics
+
 Json = dict[str, Any]
 ReviewPoster = Callable[[str, Json], Awaitable[Json]]  # (API path, object) -> the created object
 
@@ -133,12 +135,16 @@ class Authenticator:
     anonymous: bool = False
     token_review: ReviewPoster | None = None  # authentication.webhook.enabled
     cache_ttl: float = 120.0  # authentication.webhook.cacheTTL default
+    metrics: AuthMetrics | None = None
     _cache: _TTLCache = field(default_factory=_TTLCache)
 
     async def authenticate(self, peer_cert_der: bytes | None, authorization: str) -> User | None:
         if peer_cert_der:
             user = x509_user(peer_cert_der)
             if user is not None:
+                if self.metrics is not None:
+                    not_after = x509.load_der_x509_certificate(peer_cert_der).not_valid_after_utc.timestamp()
+                    self.metrics.client_cert_expiration.observe(not_after - time.time())
                 return user
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
@@ -152,12 +158,17 @@ class Authenticator:
         if len(token) > MAX_TOKEN or self.token_review is None:
             return None
         key = hashlib.sha256(token.encode()).digest()
+        t0 = time.monotonic()
         cached = self._cache.get(key)
+        if self.metrics is not None:
+            hit = "hit" if cached is not None else "miss"
+            self.metrics.cache_requests.labels(hit).inc()
+            self.metrics.cache_duration.labels(hit).observe(time.monotonic() - t0)
         if cached is not None:
             return cached if isinstance(cached, User) else None
         body = {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1", "metadata": {},
                 "spec": {"token": token}}
-        status = (await self.token_review(TOKEN_REVIEWS, body)).get("status") or {}
+        status = (await self._fetch(body)).get("status") or {}
         user: User | bool = False
         if status.get("authenticated"):
             info = status.get("user") or {}
@@ -165,6 +176,21 @@ class Authenticator:
             user = User(str(info.get("username", "")), tuple(str(g) for g in info.get("groups") or ()), extra)
         self._cache.put(key, user, self.cache_ttl)
         return user if isinstance(user, User) else None
+
+    async def _fetch(self, body: Json) -> Json:
+        assert self.token_review is not None
+        if self.metrics is None:
+            return await self.token_review(TOKEN_REVIEWS, body)
+        in_flight = self.metrics.cache_active_fetches.labels("in_flight")
+        in_flight.inc()
+        ok = False
+        try:
+            answer = await self.token_review(TOKEN_REVIEWS, body)
+            ok = True
+            return answer
+        finally:
+            in_flight.dec()
+            self.metrics.cache_fetches.labels("ok" if ok else "error").inc()
 
 
 class AlwaysAllow:

@@ -1,8 +1,8 @@
 """The authenticated kubelet API on `port` (10250): upstream `pkg/kubelet/server/server.go`'s secure server.
 
 Every request is authenticated and authorized first (see `auth.py`); then /healthz (+ /healthz/ping, log,
-syncloop), /pods, /runningpods/, /configz, /metrics, /stats/summary and /metrics/resource|cadvisor, /logs/ (the
-node's /var/log), /containerLogs, /exec, /attach, /portForward and /checkpoint (answered as a runtime without
+syncloop), /pods, /runningpods/, /configz, /metrics and /metrics/probes (nodes/metrics), /stats/summary and
+/metrics/resource|cadvisor, /logs/ (the node's /var/log), /containerLogs, /exec, /attach, /portForward and /checkpoint (answered as a runtime without
 checkpoint support answers). No /debug/pprof. Before anything else, a path with literal `.`/`..` or empty segments
 is redirected (307) to its cleaned form, as Go's ServeMux does before the kubelet's auth filter runs; encoded ones
 (`%2e%2e`, `%2f`) are 404.
@@ -147,6 +147,7 @@ class KubeletAPI:
         app.router.add_get("/runningpods/", self.running_pods)
         app.router.add_get("/configz", self.configz)
         app.router.add_get("/metrics", aiohttp_handler(self.base.metrics))
+        app.router.add_get("/metrics/probes", aiohttp_handler(self.base.metrics_probes))
         if self.base.stats is not None:
             add_routes(app, self.base.stats.routes())
         app.router.add_get("/logs", self.logs_root)

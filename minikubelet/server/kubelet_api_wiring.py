@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import ssl
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
@@ -23,10 +24,11 @@ from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.podview import Pod
 from minikubelet.config.configz import served_config
 from minikubelet.config.kubelet_config import KubeletConfig
-from minikubelet.kubeapi.rest import RestClient
+from minikubelet.kubeapi.rest import ApiError, RestClient
 from minikubelet.node.serving_certificate import ServingCertificateManager
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.auth import AlwaysAllow, Authenticator, Json, ReviewPoster, WebhookAuthorizer
+from minikubelet.server.auth_metrics import ERROR_CODE, AuthMetrics, auth_metrics
 from minikubelet.server.kubelet_api import KubeletAPI, SurfaceOptions
 from minikubelet.server.tls import serving_context
 
@@ -36,9 +38,19 @@ DEFAULT_PORT = 10250
 REVIEW_TIMEOUT = 10.0
 
 
-def _poster(client: RestClient) -> ReviewPoster:
+def _poster(client: RestClient, metrics: AuthMetrics | None = None, kind: str = "authz") -> ReviewPoster:
     async def post(path: str, body: Json) -> Json:
-        return await client.create(path, body, timeout=REVIEW_TIMEOUT)
+        t0, code = time.monotonic(), ERROR_CODE
+        try:
+            status, doc = await client.request_with_code("POST", path, body=body, timeout=REVIEW_TIMEOUT)
+            code = str(status)
+            return doc
+        except ApiError as e:
+            code = str(e.code)
+            raise
+        finally:
+            if metrics is not None:
+                metrics.review(kind, code, time.monotonic() - t0)
 
     return post
 
@@ -69,10 +81,12 @@ async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined
     mode = cfg.authorization_mode or ("Webhook" if client is not None else "AlwaysAllow")
     if mode == "Webhook" and client is None:
         raise ValueError("authorization: mode Webhook needs an API server (--kubeconfig)")
+    metrics = auth_metrics(server.registry)
     authn = Authenticator(anonymous=cfg.authentication.anonymous_enabled,
-                          token_review=_poster(client) if client is not None and cfg.authentication.webhook_enabled
-                          else None, cache_ttl=cfg.authentication.webhook_cache_ttl)
-    authz = WebhookAuthorizer(_poster(client)) if mode == "Webhook" and client is not None else AlwaysAllow()
+                          token_review=_poster(client, metrics, "authn")
+                          if client is not None and cfg.authentication.webhook_enabled else None,
+                          cache_ttl=cfg.authentication.webhook_cache_ttl, metrics=metrics)
+    authz = WebhookAuthorizer(_poster(client, metrics)) if mode == "Webhook" and client is not None else AlwaysAllow()
     # As upstream, serverTLSBootstrap wins over tlsCertFile; standalone there is nobody to send a CSR to.
     bootstrap = cfg.server_tls_bootstrap and client is not None
     ctx = serving_context(cfg.tls_cert_file, cfg.tls_private_key_file, cfg.authentication.client_ca_file,

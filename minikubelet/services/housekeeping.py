@@ -5,12 +5,10 @@ behind (upstream cleanupOrphanedPodCgroups / cleanupOrphanedPodDirs)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 
-from cgroups.detect import detect_cgroup_version
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import Pod, is_static
@@ -87,8 +85,6 @@ class Housekeeping(Service):
         self._clock = clock
         self._root_dir = config.root_dir
         self._metrics = metrics
-        with contextlib.suppress(OSError):  # upstream sets it once at start (cgroupVersionCheck)
-            metrics.cgroup_version.set(detect_cgroup_version())
         self._statuses = statuses
         self.checkpoint = checkpoint
         self._backoffs = tuple(backoffs)

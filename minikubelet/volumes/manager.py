@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
 from functools import cache
@@ -25,6 +26,7 @@ from minikubelet.base.safepath import (
 from minikubelet.volumes import atomic_writer, configmap, downward_api, empty_dir, host_path, projected, secret
 from minikubelet.volumes.atomic_writer import AtomicWriteError, FileProjection
 from minikubelet.volumes.mounter import HostMounter, Mounter
+from minikubelet.volumes.operations import Timed, VolumeOperations
 from minikubelet.volumes.ownership import set_volume_ownership
 from minikubelet.volumes.subpath import SubPathError, expand_sub_path_expr, resolve
 
@@ -143,10 +145,13 @@ def _write(path: str, payload: Mapping[str, FileProjection], fs_group: int | Non
 
 def setup_volumes(pod: Pod, root_dir: str, mounter: Mounter | None = None,
                   allocatable: Mapping[str, Fraction] | None = None, objects: PodObjects | None = None,
-                  ) -> dict[str, str]:
+                  ops: VolumeOperations | None = None) -> dict[str, str]:
     """Create (and mount) the pod's volumes on the host; returns volume name -> host path. Idempotent.
-    `objects`: the ConfigMaps and Secrets read for this sync (none for a pod not from the API server)."""
+    `objects`: the ConfigMaps and Secrets read for this sync (none for a pod not from the API server);
+    `ops` records each volume's set-up (the storage metrics)."""
     check_volumes(pod)
+    if ops is not None:
+        ops.want(podview.uid(pod), {str(v.get("name")): _kind(v) for v in _volumes(pod)})
     objs = objects if objects is not None else standalone(pod)
     mounter = mounter or host_mounter()
     alloc = allocatable or {}
@@ -157,13 +162,8 @@ def setup_volumes(pod: Pod, root_dir: str, mounter: Mounter | None = None,
     for v in _volumes(pod):
         vname = str(v.get("name"))
         try:
-            if isinstance(v.get("emptyDir"), dict):
-                paths[vname] = empty_dir.set_up(root_dir, view, vname, v["emptyDir"], mounter, alloc.get("memory"),
-                                                fs_group)
-            elif isinstance(v.get("hostPath"), dict):
-                paths[vname] = host_path.set_up(v["hostPath"])
-            else:
-                paths[vname] = _set_up_written(root_dir, view, v, _kind(v), mounter, alloc, fs_group, objs)
+            with Timed(ops, view.uid, vname, _kind(v)):
+                paths[vname] = _set_up_one(root_dir, view, v, mounter, alloc, fs_group, objs)
         except (UnsafePathError, empty_dir.EmptyDirError, host_path.HostPathError, *_PAYLOAD_ERRORS) as e:
             raise VolumeError(str(e), vname) from e
         except OSError as e:
@@ -171,8 +171,18 @@ def setup_volumes(pod: Pod, root_dir: str, mounter: Mounter | None = None,
     return paths
 
 
+def _set_up_one(root_dir: str, view: PodView, v: Mapping[str, Any], mounter: Mounter,
+                alloc: Mapping[str, Fraction], fs_group: int | None, objs: PodObjects) -> str:
+    if isinstance(v.get("emptyDir"), dict):
+        return empty_dir.set_up(root_dir, view, str(v.get("name")), v["emptyDir"], mounter, alloc.get("memory"),
+                                fs_group)
+    if isinstance(v.get("hostPath"), dict):
+        return host_path.set_up(v["hostPath"])
+    return _set_up_written(root_dir, view, v, _kind(v), mounter, alloc, fs_group, objs)
+
+
 def refresh_volumes(pod: Pod, root_dir: str, allocatable: Mapping[str, Fraction] | None = None,
-                    objects: PodObjects | None = None) -> list[str]:
+                    objects: PodObjects | None = None, ops: VolumeOperations | None = None) -> list[str]:
     """Rewrite the written volumes already set up whose content changed (labels, annotations, a ConfigMap or
     Secret: upstream remounts them on every pod sync); returns the names rewritten."""
     alloc = allocatable or {}
@@ -190,8 +200,9 @@ def refresh_volumes(pod: Pod, root_dir: str, allocatable: Mapping[str, Fraction]
             path = safe_join(root_dir, PODS, uid, "volumes", plugin, vname)
             if not os.path.lexists(os.path.join(path, atomic_writer.DATA_DIR)):
                 continue  # not set up yet: the next container start sets it up
-            if _write(path, _payload(v, pod, alloc, objs), fs_group):
-                rewritten.append(vname)
+            with Timed(ops, uid, vname, kind):
+                if _write(path, _payload(v, pod, alloc, objs), fs_group):
+                    rewritten.append(vname)
         except (UnsafePathError, OSError, *_PAYLOAD_ERRORS) as e:
             raise VolumeError(str(e), vname) from e
     return rewritten
@@ -285,7 +296,17 @@ def unmount_pod_volumes(root_dir: str, uid: str, mounter: Mounter | None = None)
     return ok and not _our_tmpfs_mounts(root_dir, uid, mounter)
 
 
-def teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None) -> bool:
+def teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None,
+                     ops: VolumeOperations | None = None) -> bool:
+    """_teardown_pod_dir; `ops` records the tear-down of each volume the pod had set up."""
+    t0 = time.monotonic()
+    done = _teardown_pod_dir(root_dir, uid, mounter)
+    if ops is not None:
+        ops.torn_down(uid, done, time.monotonic() - t0)
+    return done
+
+
+def _teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None) -> bool:
     """Unmount the pod's tmpfs volumes, then remove <rootDir>/pods/<uid>; True when nothing of it is left.
 
     Only that directory is touched: a hostile uid, a symlink inside (removed as a link) or any other mount

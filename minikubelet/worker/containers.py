@@ -22,6 +22,7 @@ from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
+from minikubelet.metrics_node import VolumeCountCollector
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from minikubelet.volumes.manager import (
     VolumeError,
@@ -33,6 +34,7 @@ from minikubelet.volumes.manager import (
     setup_volumes,
 )
 from minikubelet.volumes.mounter import Mounter
+from minikubelet.volumes.operations import VolumeOperations
 from minikubelet.worker.backoff import Backoff
 from minikubelet.worker.container_config import container_config, sandbox_config
 from minikubelet.worker.dependencies import CgroupSource
@@ -74,6 +76,8 @@ class Containers:
         self._clock = clock
         self._recorder = recorder
         self._metrics = metrics
+        self.volume_ops = VolumeOperations(metrics.node)
+        metrics.registry.register(VolumeCountCollector(self.volume_ops.desired_plugins, self.volume_ops.actual_plugins))
         self._backoff = container_backoff
         self._images = images
         self.cgroups = cgroups
@@ -151,7 +155,8 @@ class Containers:
         objects = await self.pod_objects(view)
         try:
             if st.volume_paths is None:
-                st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable, objects)
+                st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable, objects,
+                                                self.volume_ops)
             mounts = container_mounts(pod, dict(c.raw), st.volume_paths,
                                       env=lambda: dict(container_env(c.raw, pod, field_values, self.allocatable,
                                                                      objects)))
@@ -290,7 +295,7 @@ class Containers:
             return ""
         try:
             st.volume_paths = setup_volumes(pod, self._root_dir, self.mounter, self.allocatable,
-                                            await self.pod_objects(view))
+                                            await self.pod_objects(view), self.volume_ops)
         except (VolumeError, OSError) as e:
             volume = e.volume if isinstance(e, VolumeError) else ""
             message = f'MountVolume.SetUp failed for volume "{volume}" : {e}'
@@ -344,7 +349,7 @@ class Containers:
         annotations) or of an object they show; also those of a pod adopted after an agent restart, which are
         set up but not in `st`."""
         try:
-            refresh_volumes(view.raw, self._root_dir, self.allocatable, await self.pod_objects(view))
+            refresh_volumes(view.raw, self._root_dir, self.allocatable, await self.pod_objects(view), self.volume_ops)
         except VolumeError as e:
             self._recorder.pod_event(view.raw, "Warning", ev.FAILED_MOUNT,
                                      f'MountVolume.SetUp failed for volume "{e.volume}" : {e}')

@@ -384,6 +384,7 @@ class PodSyncer:
             killed = True
         # as upstream's volume manager once nothing of the pod runs: memory volumes give their memory back
         unmount_pod_volumes(self._root_dir, uid, self.containers.mounter)
+        self.containers.volume_ops.unwanted(uid)
         entry = self._statuses.get(uid)
         if entry is not None and entry.finished and not killed:
             return
@@ -401,7 +402,7 @@ class PodSyncer:
         for sb in state.sandboxes:
             await self._runtime.remove_pod_sandbox(sb.id)
         self.containers.logs.remove_pod_dir(view.namespace, view.name, uid)
-        if not teardown_pod_dir(self._root_dir, uid, self.containers.mounter):
+        if not teardown_pod_dir(self._root_dir, uid, self.containers.mounter, self.containers.volume_ops):
             log.warning("pod directory not removed yet", extra={"kv": {"pod": view.format_pod}})
             return False
         cgroups = self.cgroups

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 
-from minikubelet.metrics import exposition
+from minikubelet.metrics_text import render as exposition
 
 
 @dataclass(frozen=True)
