@@ -200,6 +200,10 @@ class Metrics:
         self.runtime_operations_errors = Counter(
             "kubelet_runtime_operations_errors", "Runtime operations that failed", ["operation_type"], registry=r)
         # images
+        # upstream's pull_policy is the policy lowercased; pull_required is unknown when the check itself failed
+        self.ensure_image_requests = Counter(
+            "kubelet_image_manager_ensure_image_requests", "Ensure-image requests by policy, presence and pull",
+            ["pull_policy", "present_locally", "pull_required"], registry=r)
         self.image_pull_duration = Histogram(
             "kubelet_image_pull_duration_seconds", "Seconds an image pull took, by image size",
             ["image_size_in_bytes"], buckets=IMAGE_PULL_BUCKETS, registry=r)

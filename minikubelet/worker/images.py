@@ -47,16 +47,20 @@ class ImagePuller:
         pod, uid, name, image = view.raw, view.uid, c.name, c.image
         policy = c.image_pull_policy or "IfNotPresent"
         present = await self._images.image_status(image)
+        local = "true" if present is not None else "false"
         if present is not None and policy != "Always":
+            self._metrics.ensure_image_requests.labels(policy.lower(), local, "false").inc()
             self._recorder.pod_event(
                 pod, "Normal", ev.PULLED,
                 f'Container image "{image}" already present on machine and can be accessed by the pod', name)
             return ImageResult(True, present.stop_signal, present.user)
         if policy == "Never":
+            self._metrics.ensure_image_requests.labels("never", local, "unknown").inc()
             msg = f'Container image "{image}" is not present with pull policy of Never'
             st.reasons[name] = ("ErrImageNeverPull", msg)
             self._recorder.pod_event(pod, "Warning", ev.ERR_IMAGE_NEVER_PULL, msg, name)
             return ImageResult(False)
+        self._metrics.ensure_image_requests.labels(policy.lower(), local, "true").inc()
         key = self.key(uid, c)
         failure = st.image_errors.get(key)
         if failure is not None and self._backoff.in_backoff_since(key, failure.at):

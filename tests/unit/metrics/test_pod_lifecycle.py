@@ -123,6 +123,20 @@ async def test_a_pulled_image_is_timed_under_its_size_label(node: FakeNode) -> N
                                                              "imagePullPolicy": "Always"}])])
     await n.settle()
     assert v(n, "kubelet_image_pull_duration_seconds_count", image_size_in_bytes="0-10MB") == 1
+    assert v(n, "kubelet_image_manager_ensure_image_requests_total", pull_policy="always", present_locally="false",
+             pull_required="true") == 1
+
+
+async def test_ensure_image_requests_are_counted_by_policy_presence_and_pull(node: FakeNode) -> None:
+    n = node
+    n.config.set_source_pods("file", [
+        make_pod("a", "uid-a", containers=[{"name": "app", "image": "busybox:1.36", "imagePullPolicy": "IfNotPresent"}]),
+        make_pod("b", "uid-b", containers=[{"name": "app", "image": "absent:1", "imagePullPolicy": "Never"}])])
+    await n.settle()
+    assert v(n, "kubelet_image_manager_ensure_image_requests_total", pull_policy="ifnotpresent",
+             present_locally="true", pull_required="false") == 1
+    assert (v(n, "kubelet_image_manager_ensure_image_requests_total", pull_policy="never", present_locally="false",
+              pull_required="unknown") or 0) >= 1
 
 
 async def test_admission_rejections_are_counted_by_reason(node: FakeNode) -> None:
