@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 EVENT_ONLY = frozenset({
     "rest_client_request_retries_total", "kubelet_runtime_operations_errors_total",
     "kubelet_started_containers_errors_total", "kubelet_evictions", "kubelet_eviction_stats_age_seconds",
-    "kubelet_preemptions", "kubelet_admission_rejections_total", "kubelet_image_garbage_collected_total",
+    "kubelet_preemptions", "kubelet_admission_rejections_total", "kubelet_image_pull_duration_seconds", "kubelet_image_garbage_collected_total",
     "kubelet_run_podsandbox_errors_total", "kubelet_terminated_containers_total", "kubelet_restarted_pods_total",
     "kubelet_websocket_streaming_requests_total", "kubelet_container_requested_resizes_total",
     "kubelet_pod_resize_duration_milliseconds", "kubelet_pod_pending_resizes", "kubelet_pod_infeasible_resizes_total",
