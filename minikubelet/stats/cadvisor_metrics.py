@@ -53,6 +53,9 @@ _NET = [
 _FAMILIES = [
     ("cadvisor_version_info", "A metric with a constant '1' value labeled by kernel version, OS version, docker "
      "version, cadvisor version & cadvisor revision.", "gauge"),
+    ("container_cpu_cfs_periods_total", "Number of elapsed enforcement period intervals.", "counter"),
+    ("container_cpu_cfs_throttled_periods_total", "Number of throttled period intervals.", "counter"),
+    ("container_cpu_cfs_throttled_seconds_total", "Total time duration the container has been throttled.", "counter"),
     ("container_cpu_load_average_10s", "Value of container cpu load average over the last 10 seconds.", "gauge"),
     ("container_cpu_load_d_average_10s", "Value of container cpu load.d average over the last 10 seconds.", "gauge"),
     ("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in seconds.", "counter"),
@@ -101,6 +104,8 @@ _FAMILIES = [
     ("container_fs_read_seconds_total", "Cumulative count of seconds spent reading", "counter"),
     ("container_fs_reads_merged_total", "Cumulative count of reads merged", "counter"),
     ("container_fs_reads_total", "Cumulative count of reads completed", "counter"),
+    ("container_fs_reads_bytes_total", "Cumulative count of bytes read", "counter"),
+    ("container_fs_writes_bytes_total", "Cumulative count of bytes written", "counter"),
     ("container_fs_sector_reads_total", "Cumulative count of sector reads completed", "counter"),
     ("container_fs_sector_writes_total", "Cumulative count of sector writes completed", "counter"),
     ("container_fs_write_seconds_total", "Cumulative count of seconds spent writing", "counter"),
@@ -200,8 +205,11 @@ def _cgroup(f: dict[str, Family], s: _Series, devices: dict[tuple[int, int], str
     if sample.spec is not None:
         f["container_spec_cpu_period"].add(labels, sample.spec.cpu_period)
         f["container_spec_cpu_shares"].add(labels, sample.spec.cpu_shares)
-        if sample.spec.cpu_quota:
+        if sample.spec.cpu_quota:  # cAdvisor's quota and CFS series exist only for a cgroup with a quota
             f["container_spec_cpu_quota"].add(labels, sample.spec.cpu_quota)
+            f["container_cpu_cfs_periods_total"].add(labels, sample.cfs_periods, ms)
+            f["container_cpu_cfs_throttled_periods_total"].add(labels, sample.cfs_throttled_periods, ms)
+            f["container_cpu_cfs_throttled_seconds_total"].add(labels, sample.cfs_throttled_ns / 1e9, ms)
         f["container_spec_memory_reservation_limit_bytes"].add(labels, sample.spec.memory_reservation)
         f["container_spec_memory_swap_limit_bytes"].add(labels, sample.spec.memory_swap_limit)
     if s.start is not None:
@@ -211,8 +219,11 @@ def _cgroup(f: dict[str, Family], s: _Series, devices: dict[tuple[int, int], str
         device = devices.get((io.major, io.minor))
         if device is None:
             continue
-        f["container_fs_reads_total"].add([*labels, ("device", device)], io.reads, ms)
-        f["container_fs_writes_total"].add([*labels, ("device", device)], io.writes, ms)
+        with_device = [*labels, ("device", device)]
+        f["container_fs_reads_total"].add(with_device, io.reads, ms)
+        f["container_fs_writes_total"].add(with_device, io.writes, ms)
+        f["container_fs_reads_bytes_total"].add(with_device, io.read_bytes, ms)
+        f["container_fs_writes_bytes_total"].add(with_device, io.write_bytes, ms)
     if s.network is not None:
         _network(f, labels, s.network.interfaces, int(s.network.time * 1000))
 

@@ -60,6 +60,9 @@ class CgroupSample:
     local_major_page_faults: int = 0
     oom_kills: int = 0
     threads_max: int = 0  # pids.max; 0 = unlimited
+    cfs_periods: int = 0
+    cfs_throttled_periods: int = 0
+    cfs_throttled_ns: int = 0
     spec: CgroupSpec | None = None
     io: tuple[DeviceIo, ...] = ()
 
@@ -191,6 +194,7 @@ def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
     oom = read_flat_keyed(f"{memory}/memory.oom_control")
     spec = None
     cpu_dir = dirs.get("cpu")
+    cfs = read_flat_keyed(f"{cpu_dir}/cpu.stat") if cpu_dir is not None else {}
     if cpu_dir is not None:
         quota = _read_int(f"{cpu_dir}/cpu.cfs_quota_us")
         spec = CgroupSpec(
@@ -226,6 +230,9 @@ def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
         local_major_page_faults=stat.get("pgmajfault", 0),
         oom_kills=oom.get("oom_kill", 0),
         threads_max=threads_max or 0,
+        cfs_periods=cfs.get("nr_periods", 0),
+        cfs_throttled_periods=cfs.get("nr_throttled", 0),
+        cfs_throttled_ns=cfs.get("throttled_time", 0),
         spec=spec,
         io=io,
     )
@@ -281,6 +288,9 @@ def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None
         local_major_page_faults=stat.get("pgmajfault", 0),
         oom_kills=events.get("oom_kill", 0),
         threads_max=_read_int(path / "pids.max") or 0,
+        cfs_periods=cpu.get("nr_periods", 0),
+        cfs_throttled_periods=cpu.get("nr_throttled", 0),
+        cfs_throttled_ns=cpu.get("throttled_usec", 0) * 1000,
         spec=spec,
         io=parse_io_stat(_read_optional_text(path / "io.stat")),
     )

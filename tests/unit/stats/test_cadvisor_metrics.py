@@ -73,7 +73,8 @@ def test_the_cadvisor_only_series_values() -> None:
     assert c.cgroup is not None
     limited = replace(c.cgroup.sample, spec=CgroupSpec(cpu_period=100000, cpu_quota=50000, cpu_shares=512),
                       io=(DeviceIo(254, 0, 7, 3), DeviceIo(9, 9, 1, 1)), oom_kills=2, memory_failcnt=5,
-                      local_page_faults=11, page_faults=12)
+                      local_page_faults=11, page_faults=12, cfs_periods=40, cfs_throttled_periods=30,
+                      cfs_throttled_ns=1_500_000_000)
     pod = replace(pod, containers=(replace(c, cgroup=replace(c.cgroup, sample=limited)),))
     snap = replace(snap, pods=(pod,), node=replace(snap.node, block_devices={(254, 0): "/dev/vda"}))
     fams = {f.name: f for f in text_string_to_metric_families(cadvisor_metrics.text(snap))}
@@ -84,6 +85,8 @@ def test_the_cadvisor_only_series_values() -> None:
 
     cid = "/kubepods/besteffort/podbd6bca9f-38b7-4a32-a9ba-4d6ae254cb00/a3e3cc"
     assert by_id("container_spec_cpu_quota") == {cid: 50000}  # only where a quota is set
+    assert by_id("container_cpu_cfs_throttled_periods") == {cid: 30}
+    assert by_id("container_cpu_cfs_throttled_seconds") == {cid: 1.5}
     assert by_id("container_spec_cpu_shares")[cid] == 512
     assert by_id("container_oom_events")[cid] == 2
     assert by_id("container_memory_failcnt")[cid] == 5
@@ -92,6 +95,7 @@ def test_the_cadvisor_only_series_values() -> None:
     # per-device I/O of a container where the device is known; the node's from diskstats
     reads = {(s.labels["id"], s.labels["device"]): s.value for s in fams["container_fs_reads"].samples}
     assert reads == {(cid, "/dev/vda"): 7, ("/", "/dev/vda"): 321998}
+    assert by_id("container_fs_writes_bytes") == {cid: 0}  # only per container, as cAdvisor
     assert by_id("container_fs_read_seconds") == {"/": 897193 / 1e9}  # cAdvisor's ms/1e9 scale
     # open-files limit only where the container's first process is known; processes from cgroup.procs
     assert set(by_id("container_ulimits_soft")) == {cid, cid.replace("a3e3cc", "fd4379")}

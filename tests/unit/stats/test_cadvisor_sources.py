@@ -37,7 +37,7 @@ V1_SERVICE_BYTES = "8:0 Read 28672\n8:0 Write 12288\n8:0 Sync 40960\n8:0 Total 4
 
 def test_v2_limits_counters_and_io(tmp_path: Path) -> None:
     d = _write(tmp_path / "kubepods" / "burstable" / "pod1" / "abc", {
-        "cpu.stat": "usage_usec 10\n", "memory.current": "8192\n",
+        "cpu.stat": "usage_usec 10\nnr_periods 40\nnr_throttled 30\nthrottled_usec 1500\n", "memory.current": "8192\n",
         "memory.stat": "anon 4096\nkernel 1536\nactive_file 512\ninactive_file 256\npgfault 9\npgmajfault 1\n",
         "memory.max": "67108864\n", "memory.peak": "9000\n", "memory.min": "0\n", "memory.swap.max": "max\n",
         "memory.events": "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\noom_group_kill 0\n",
@@ -50,6 +50,7 @@ def test_v2_limits_counters_and_io(tmp_path: Path) -> None:
     assert (s.oom_kills, s.memory_failcnt) == (2, 0)  # v2 has no failcnt file: cAdvisor reports 0
     assert (s.local_page_faults, s.page_faults, s.local_major_page_faults) == (9, 9, 1)
     assert (s.pids, s.threads_max) == (3, 4096)
+    assert (s.cfs_periods, s.cfs_throttled_periods, s.cfs_throttled_ns) == (40, 30, 1_500_000)
     # weight 79 is what the runtimes write for 2048 shares (two CPUs requested); integer division loses 2
     assert s.spec == CgroupSpec(cpu_period=100000, cpu_quota=50000, cpu_shares=2046, memory_reservation=0,
                                 memory_swap_limit=0)
@@ -76,7 +77,8 @@ def test_v1_limits_counters_and_blkio(tmp_path: Path) -> None:
     dirs = {
         "cpuacct": _write(tmp_path / "cpuacct" / c, {"cpuacct.usage": "5\n", "cpuacct.stat": "user 1\nsystem 1\n"}),
         "cpu": _write(tmp_path / "cpu" / c, {"cpu.cfs_period_us": "100000\n", "cpu.cfs_quota_us": "-1\n",
-                                             "cpu.shares": "512\n"}),
+                                             "cpu.shares": "512\n",
+                                             "cpu.stat": "nr_periods 9\nnr_throttled 2\nthrottled_time 77\n"}),
         "memory": _write(tmp_path / "memory" / c, {
             "memory.usage_in_bytes": "8192\n", "memory.limit_in_bytes": "16777216\n",
             "memory.stat": "pgfault 4\npgmajfault 0\ntotal_pgfault 40\ntotal_pgmajfault 3\n"
@@ -93,6 +95,7 @@ def test_v1_limits_counters_and_blkio(tmp_path: Path) -> None:
     assert (s.memory_failcnt, s.memory_max_usage, s.memory_kernel, s.oom_kills) == (17, 16777216, 640, 1)
     assert (s.local_page_faults, s.page_faults, s.local_major_page_faults, s.major_page_faults) == (4, 40, 0, 3)
     assert (s.active_file, s.inactive_file, s.threads_max) == (512, 256, 0)
+    assert (s.cfs_periods, s.cfs_throttled_periods, s.cfs_throttled_ns) == (9, 2, 77)
     assert s.spec == CgroupSpec(cpu_period=100000, cpu_quota=0, cpu_shares=512, memory_reservation=0,
                                 memory_swap_limit=33554432)
     assert s.io == (DeviceIo(8, 0, 7, 3, 28672, 12288),)
