@@ -9,6 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minikubelet.stats import cadvisor_metrics
 from minikubelet.stats.cgroup_reader import CgroupSpec, DeviceIo
+from tests.fixtures import KUBERNETES
 from tests.unit.stats.factories import snapshot
 from tests.unit.stats.test_exposition import recorded_body
 from tests.unit.stats.test_resource_metrics import line_shapes
@@ -109,3 +110,12 @@ def test_the_cadvisor_only_series_values() -> None:
     assert machine["machine_scrape_error"].labels == {}
     version = fams["cadvisor_version_info"].samples[0].labels
     assert version["kernelVersion"] == "6.18.44-fc-v595" and version["dockerVersion"] == ""
+
+
+def test_the_family_fixture_keeps_every_family_and_label_set_of_the_recording() -> None:
+    """tests/fixtures/metrics/kubelet-v1.36-cadvisor.txt (which the integration test compares with) is a faithful
+    excerpt of the recorded body: the same 68 families, HELP, TYPE and label names."""
+    excerpt = (KUBERNETES.parent / "metrics" / "kubelet-v1.36-cadvisor.txt").read_text()
+    body = recorded_body("proxy-metrics-cadvisor")
+    assert header_pairs(excerpt) == header_pairs(body) and len(header_pairs(body)) == 68
+    assert line_shapes(excerpt) == line_shapes(body)
