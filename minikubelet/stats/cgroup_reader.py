@@ -50,6 +50,44 @@ class CgroupSample:
     cpu_psi: PSI | None = None
     memory_psi: PSI | None = None
     io_psi: PSI | None = None
+    # cAdvisor's extra container series (/metrics/cadvisor); 0 where the kernel has no such file.
+    memory_failcnt: int = 0
+    memory_max_usage: int = 0
+    memory_kernel: int = 0
+    active_file: int = 0
+    inactive_file: int = 0
+    local_page_faults: int = 0  # the cgroup's own, where v1 tells them apart from the hierarchy's
+    local_major_page_faults: int = 0
+    oom_kills: int = 0
+    threads_max: int = 0  # pids.max; 0 = unlimited
+    cfs_periods: int = 0
+    cfs_throttled_periods: int = 0
+    cfs_throttled_ns: int = 0
+    spec: CgroupSpec | None = None
+    io: tuple[DeviceIo, ...] = ()
+
+
+@dataclass(frozen=True)
+class CgroupSpec:
+    """The limits a cgroup is configured with (cAdvisor's ContainerSpec): 0 for "none", as cAdvisor exports them."""
+
+    cpu_period: int = 0
+    cpu_quota: int = 0
+    cpu_shares: int = 0
+    memory_reservation: int = 0
+    memory_swap_limit: int = 0
+
+
+@dataclass(frozen=True)
+class DeviceIo:
+    """Completed requests and bytes per block device (`major:minor`), from blkio (v1) or io.stat (v2)."""
+
+    major: int
+    minor: int
+    reads: int = 0
+    writes: int = 0
+    read_bytes: int = 0
+    write_bytes: int = 0
 
 
 def _read_int(path: str | Path) -> int | None:
@@ -61,6 +99,55 @@ def _read_int(path: str | Path) -> int | None:
     if text in ("", "max"):
         return None
     return int(text)
+
+
+def parse_io_stat(text: str) -> tuple[DeviceIo, ...]:
+    """v2 io.stat: `8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0` per device."""
+    result: list[DeviceIo] = []
+    for line in text.splitlines():
+        dev, *fields = line.split()
+        major, _, minor = dev.partition(":")
+        kv = dict(f.split("=", 1) for f in fields if "=" in f)
+        try:
+            result.append(DeviceIo(int(major), int(minor), int(kv.get("rios", 0)), int(kv.get("wios", 0)),
+                                   int(kv.get("rbytes", 0)), int(kv.get("wbytes", 0))))
+        except ValueError:
+            continue
+    return tuple(result)
+
+
+def parse_blkio(serviced: str, service_bytes: str) -> tuple[DeviceIo, ...]:
+    """v1 blkio.throttle.io_serviced and io_service_bytes: `8:0 Read 12` lines and a `Total` line."""
+    table: dict[tuple[int, int], dict[str, int]] = {}
+    for prefix, text in (("", serviced), ("bytes_", service_bytes)):
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) != 3 or ":" not in parts[0]:
+                continue
+            major, _, minor = parts[0].partition(":")
+            try:
+                table.setdefault((int(major), int(minor)), {})[prefix + parts[1]] = int(parts[2])
+            except ValueError:
+                continue
+    return tuple(DeviceIo(ma, mi, v.get("Read", 0), v.get("Write", 0), v.get("bytes_Read", 0), v.get("bytes_Write", 0))
+                 for (ma, mi), v in sorted(table.items()))
+
+
+def cpu_weight_to_shares(weight: int) -> int:
+    """cpu.weight (1..10000) back to v1 shares (2..262144), the inverse of the runtimes' shares→weight mapping."""
+    return 2 + ((weight - 1) * 262142) // 9999
+
+
+def _unlimited_as_zero(value: int | None) -> int:
+    # cAdvisor exports "no limit" (max, or v1's page-rounded LONG_MAX) as 0
+    return 0 if value is None or value >= V1_UNLIMITED else value
+
+
+def _read_optional_text(path: str | Path) -> str:
+    try:
+        return read_text(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return ""
 
 
 def parse_psi(text: str) -> PSI | None:
@@ -103,6 +190,23 @@ def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
     memsw = _read_int(f"{memory}/memory.memsw.usage_in_bytes")
     pids_dir = dirs.get("pids")
     pids = _read_int(f"{pids_dir}/pids.current") if pids_dir is not None else None
+    threads_max = _read_int(f"{pids_dir}/pids.max") if pids_dir is not None else None
+    oom = read_flat_keyed(f"{memory}/memory.oom_control")
+    spec = None
+    cpu_dir = dirs.get("cpu")
+    cfs = read_flat_keyed(f"{cpu_dir}/cpu.stat") if cpu_dir is not None else {}
+    if cpu_dir is not None:
+        quota = _read_int(f"{cpu_dir}/cpu.cfs_quota_us")
+        spec = CgroupSpec(
+            cpu_period=_read_int(f"{cpu_dir}/cpu.cfs_period_us") or 0,
+            cpu_quota=quota if quota is not None and quota > 0 else 0,
+            cpu_shares=_read_int(f"{cpu_dir}/cpu.shares") or 0,
+            memory_reservation=_unlimited_as_zero(_read_int(f"{memory}/memory.soft_limit_in_bytes")),
+            memory_swap_limit=_unlimited_as_zero(_read_int(f"{memory}/memory.memsw.limit_in_bytes")),
+        )
+    blkio = dirs.get("blkio")
+    io = parse_blkio(_read_optional_text(f"{blkio}/blkio.throttle.io_serviced"),
+                     _read_optional_text(f"{blkio}/blkio.throttle.io_service_bytes")) if blkio is not None else ()
     return CgroupSample(
         cpu_usage_ns=usage,
         cpu_user_ns=ticks.get("user", 0) * (1_000_000_000 // USER_HZ),
@@ -117,6 +221,20 @@ def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
         memory_limit=None if limit is None or limit >= V1_UNLIMITED else limit,
         swap_usage=max(0, memsw - mem_usage) if memsw is not None else 0,
         pids=pids or 0,
+        memory_failcnt=_read_int(f"{memory}/memory.failcnt") or 0,
+        memory_max_usage=_read_int(f"{memory}/memory.max_usage_in_bytes") or 0,
+        memory_kernel=_read_int(f"{memory}/memory.kmem.usage_in_bytes") or 0,
+        active_file=stat.get("total_active_file", 0),
+        inactive_file=stat.get("total_inactive_file", 0),
+        local_page_faults=stat.get("pgfault", 0),
+        local_major_page_faults=stat.get("pgmajfault", 0),
+        oom_kills=oom.get("oom_kill", 0),
+        threads_max=threads_max or 0,
+        cfs_periods=cfs.get("nr_periods", 0),
+        cfs_throttled_periods=cfs.get("nr_throttled", 0),
+        cfs_throttled_ns=cfs.get("throttled_time", 0),
+        spec=spec,
+        io=io,
     )
 
 
@@ -131,6 +249,20 @@ def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None
         mem_usage = meminfo.get("MemTotal", 0) - meminfo.get("MemFree", 0)
     else:
         mem_usage = _read_int(path / "memory.current") or 0
+    events = read_flat_keyed(path / "memory.events")
+    period, quota = 100000, 0
+    cpu_max = _read_optional_text(path / "cpu.max").split()
+    if len(cpu_max) == 2:
+        quota = 0 if cpu_max[0] == "max" else int(cpu_max[0])
+        period = int(cpu_max[1])
+    weight = _read_int(path / "cpu.weight")
+    spec = CgroupSpec(
+        cpu_period=period, cpu_quota=quota,
+        # the root cgroup has no cpu.weight: cAdvisor reports the default shares, 1024
+        cpu_shares=cpu_weight_to_shares(weight) if weight is not None else 1024,
+        memory_reservation=_unlimited_as_zero(_read_int(path / "memory.min")),
+        memory_swap_limit=_unlimited_as_zero(_read_int(path / "memory.swap.max")),
+    )
     return CgroupSample(
         cpu_usage_ns=cpu["usage_usec"] * 1000,
         cpu_user_ns=cpu.get("user_usec", 0) * 1000,
@@ -148,6 +280,19 @@ def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None
         cpu_psi=_read_psi(path / "cpu.pressure"),
         memory_psi=_read_psi(path / "memory.pressure"),
         io_psi=_read_psi(path / "io.pressure"),
+        memory_max_usage=_read_int(path / "memory.peak") or 0,
+        memory_kernel=stat.get("kernel", 0),
+        active_file=stat.get("active_file", 0),
+        inactive_file=stat.get("inactive_file", 0),
+        local_page_faults=stat.get("pgfault", 0),
+        local_major_page_faults=stat.get("pgmajfault", 0),
+        oom_kills=events.get("oom_kill", 0),
+        threads_max=_read_int(path / "pids.max") or 0,
+        cfs_periods=cpu.get("nr_periods", 0),
+        cfs_throttled_periods=cpu.get("nr_throttled", 0),
+        cfs_throttled_ns=cpu.get("throttled_usec", 0) * 1000,
+        spec=spec,
+        io=parse_io_stat(_read_optional_text(path / "io.stat")),
     )
 
 

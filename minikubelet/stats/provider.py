@@ -28,9 +28,12 @@ from cri.types import ContainerState, ContainerStats, ContainerStatus, ObjectSum
 from minikubelet.base.clock import Clock
 from minikubelet.metrics import Metrics
 from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
+from minikubelet.stats.diskstats import DiskStats, block_devices, device_name, parse_diskstats
 from minikubelet.stats.fs import DirUsage, DirWalk, FsCapacity, capacity
 from minikubelet.stats.interfaces import InterfaceSample
+from minikubelet.stats.machine import MachineInfo, read_machine_info
 from minikubelet.stats.network import InterfaceReader
+from minikubelet.stats.processes import ProcessStats, process_stats
 from minikubelet.stats.snapshot import (
     ContainerEntry,
     Fs,
@@ -47,7 +50,7 @@ log = logging.getLogger("minikubelet.stats")
 
 HOUSEKEEPING_INTERVAL = 10.0  # cAdvisor's default --housekeeping_interval, which the kubelet keeps
 WALK_SLICE = 256  # directory entries per slice of a du walk between yields to the event loop
-V1_CONTROLLERS = ("cpuacct", "memory", "pids")
+V1_CONTROLLERS = ("cpuacct", "cpu", "memory", "pids", "blkio")
 
 
 class CgroupFiles:
@@ -90,6 +93,16 @@ class CgroupFiles:
             return read_v2(self.v2, root=True, meminfo=self.meminfo())
         return read_v2(self.v2.joinpath(*parts))
 
+    def procs(self, literal: str, first_pid: int = 0) -> ProcessStats | None:
+        """The cgroup's own processes (v1: in the cpu hierarchy, as cAdvisor reads them)."""
+        if self.v1 is not None:
+            base = self._v1_roots.get("cpu") or self._v1_roots["cpuacct"]
+            directory = base + "".join(f"/{p}" for p in self._parts(literal))
+        else:
+            assert self.v2 is not None
+            directory = str(self.v2.joinpath(*self._parts(literal)))
+        return process_stats(f"{directory}/cgroup.procs", str(self.proc), first_pid)
+
     def created(self, literal: str) -> float:
         base = self.v1["cpuacct"] if self.v1 is not None else self.v2
         assert base is not None
@@ -119,6 +132,12 @@ def device_of(path: str, mounts: list[tuple[str, str]]) -> str:
         if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) > depth:
             best, depth = device, len(point)
     return best
+
+
+def _netns_pid(netns: str) -> int:
+    """The pause process of a sandbox from its /proc/<pid>/ns/net path; 0 when the path names no pid."""
+    parts = netns.split("/")
+    return int(parts[2]) if len(parts) > 3 and parts[1] == "proc" and parts[2].isdigit() else 0
 
 
 def _running_tasks(proc: Path) -> int | None:
@@ -167,6 +186,8 @@ class StatsProvider:
             mounts = []
         self._fs_device = device_of(os.path.realpath(root_dir), mounts)
         self._own_netns = self._netns_inode(str(proc / "self/ns/net"))
+        self.machine: MachineInfo = read_machine_info(proc)
+        self._block_devices: dict[tuple[int, int], str] = {}
         self.snapshot: Snapshot | None = None
         self.passes = 0
         self._lock = asyncio.Lock()
@@ -229,11 +250,13 @@ class StatsProvider:
             await asyncio.sleep(0)
         return walk.usage
 
-    def _measure(self, literal: str, now: float, mono: float, seen: set[str], errors: list[str]) -> Measured | None:
+    def _measure(self, literal: str, now: float, mono: float, seen: set[str], errors: list[str],
+                 first_pid: int = 0) -> Measured | None:
         if self.files is None:
             return None
         try:
             sample = self.files.sample(literal)
+            procs = self.files.procs(literal, first_pid) if sample is not None else None
         except (OSError, ValueError) as e:
             errors.append(f"{literal}: {e}")
             return None
@@ -245,7 +268,9 @@ class StatsProvider:
         if prev is not None:
             rate = usage_nano_cores(prev[1], prev[0], sample.cpu_usage_ns, mono)
         self._previous[literal] = (mono, sample.cpu_usage_ns)
-        return Measured(id=literal, time=now, sample=sample, nano_cores=rate)
+        if any((io.major, io.minor) not in self._block_devices for io in sample.io):
+            self._block_devices = block_devices()
+        return Measured(id=literal, time=now, sample=sample, nano_cores=rate, procs=procs)
 
     async def _writable_layers(self) -> dict[str, Fs]:
         if self._cri_stats is None:
@@ -320,7 +345,8 @@ class StatsProvider:
                     logs = Fs(now, capacity(os.path.realpath(c.log_path)), usage.bytes, usage.inodes)
             entries.append(ContainerEntry(
                 name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
-                cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors) if base else None,
+                cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors, c.pid)
+                if base else None,
                 logs=logs, rootfs=self._layers.get(c.id),
             ))
         network = None
@@ -330,8 +356,8 @@ class StatsProvider:
             name=sb.metadata.name, namespace=sb.metadata.namespace, uid=sb.metadata.uid, start_time=sb.created_at,
             sandbox_id=sb.id, sandbox_image=self.sandbox_image,
             cgroup=self._measure(base, now, mono, seen, errors) if base else None,
-            sandbox_cgroup=self._measure(f"{base}/{self._container_leaf(sb.id)}", now, mono, seen, errors)
-            if base else None,
+            sandbox_cgroup=self._measure(f"{base}/{self._container_leaf(sb.id)}", now, mono, seen, errors,
+                                         _netns_pid(sb.network_namespace)) if base else None,
             containers=tuple(entries), network=network, volumes=await self._volumes(sb.metadata.uid, now),
         )
 
@@ -381,7 +407,7 @@ class StatsProvider:
         return NodeEntry(
             name=self.node_name, boot_time=self._boot_time, memory_capacity=meminfo.get("MemTotal", 0),
             cpu_cores=os.cpu_count() or 1,
-            root=self._measure("/", now, mono, seen, errors),
+            root=self._measure("/", now, mono, seen, errors, 1),
             pods_cgroup=pods_cgroup, pods_start_time=pods_start, other_cgroups=tuple(others),
             network=self._network(None, now, errors),
             fs=Fs(now, fs, fs.used if fs else None, (fs.inodes - fs.inodes_free) if fs else None),
@@ -390,4 +416,12 @@ class StatsProvider:
             container_fs=Fs(now, capacity(self.container_fs_path), layers) if self.container_fs_path else None,
             rlimit=Rlimit(now, _read_first_int(self.proc / "sys/kernel/pid_max"), _running_tasks(self.proc)),
             swap_total=meminfo.get("SwapTotal", 0), swap_free=meminfo.get("SwapFree", 0),
+            machine=self.machine, disk=self._disk(), block_devices=self._block_devices,
         )
+
+    def _disk(self) -> DiskStats | None:
+        try:
+            stats = parse_diskstats((self.proc / "diskstats").read_text())
+        except OSError:
+            return None
+        return stats.get(device_name(self._fs_device))

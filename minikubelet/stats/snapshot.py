@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from minikubelet.stats.cgroup_reader import CgroupSample
+from minikubelet.stats.diskstats import DiskStats
 from minikubelet.stats.fs import FsCapacity
 from minikubelet.stats.interfaces import InterfaceSample
+from minikubelet.stats.machine import MachineInfo
+from minikubelet.stats.processes import ProcessStats
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,7 @@ class Measured:
     time: float
     sample: CgroupSample
     nano_cores: int | None = None
+    procs: ProcessStats | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,9 @@ class NodeEntry:
     rlimit: Rlimit | None = None
     swap_total: int = 0
     swap_free: int = 0
+    machine: MachineInfo | None = None
+    disk: DiskStats | None = None  # /proc/diskstats of fs_device
+    block_devices: dict[tuple[int, int], str] = field(default_factory=dict)  # major:minor → /dev/<name>
 
 
 @dataclass(frozen=True)
