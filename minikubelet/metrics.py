@@ -164,6 +164,9 @@ class Metrics:
         self.desired_pods = Gauge("kubelet_desired_pods", "Pods the sources want on this node", ["static"],
                                   registry=r)
         self.active_pods = Gauge("kubelet_active_pods", "Admitted pods not yet terminal", ["static"], registry=r)
+        self.managed_ephemeral_containers = Gauge(
+            "kubelet_managed_ephemeral_containers", "Ephemeral containers in the pods the pod manager holds",
+            registry=r)
         self.mirror_pods = Gauge("kubelet_mirror_pods", "Mirror pods the agent sees", registry=r)
         self.working_pods = Gauge("kubelet_working_pods", "Pods with a worker, by lifecycle and config",
                                   ["lifecycle", "config", "static"], registry=r)

@@ -57,6 +57,9 @@ def set_pod_gauges(metrics: Metrics, desired: Mapping[str, Pod], active: Sequenc
     metrics.active_pods.labels("").set(len(active) - active_static)
     metrics.active_pods.labels("true").set(active_static)
     metrics.mirror_pods.set(mirrors)
+    # upstream's pod manager counts the ephemeral containers of the pods it holds, started or not
+    metrics.managed_ephemeral_containers.set(
+        sum(len((pod.get("spec") or {}).get("ephemeralContainers") or []) for pod in desired.values()))
     counts: dict[tuple[str, str, str], int] = {}
     for uid in workers.uids():
         w = workers.get(uid)

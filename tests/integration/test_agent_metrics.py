@@ -169,7 +169,7 @@ async def test_scrapes_match_the_kubelet_and_every_mixin_selector_finds_its_seri
         elif not found and _family_of(sel.series, families) is None and sel.series not in EVENT_ONLY:
             unmatched.append(f"{sel.where}: {sel.text()} (its family is not exposed)")
     problems += [f"no series for {u}" for u in unmatched]
-    # each line ends with the branch that serves the family: [m-kubelet], [m-resize]... fail here until merged
+    # each line ends with the reference's owner column: the part of the work that serves the family
     assert not problems, "\n".join(problems)
 
 

@@ -38,6 +38,7 @@ UPSTREAM_TYPES = {
     "kubelet_desired_pods": "gauge",
     "kubelet_active_pods": "gauge",
     "kubelet_mirror_pods": "gauge",
+    "kubelet_managed_ephemeral_containers": "gauge",
     "kubelet_working_pods": "gauge",
     "kubelet_orphaned_runtime_pods_total": "counter",
     "kubelet_restarted_pods_total": "counter",

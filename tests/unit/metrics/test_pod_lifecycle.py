@@ -151,12 +151,16 @@ async def test_the_housekeeping_gauges_split_static_and_api_pods_and_the_workers
     n = node
     n.runtime.program("slow", Program(ignore_stop_signal=True))  # stops only when its grace is over
     n.config.set_source_pods("file", [make_pod("s", "uid-s")])
-    n.config.set_source_pods("api", [api_pod("a", "uid-a", containers=[{"name": "slow", "image": IMAGE}])])
+    debug = {"name": "dbg", "image": IMAGE, "targetContainerName": "slow"}
+    pod_a = api_pod("a", "uid-a", containers=[{"name": "slow", "image": IMAGE}])
+    pod_a["spec"]["ephemeralContainers"] = [debug, {**debug, "name": "dbg2"}]
+    n.config.set_source_pods("api", [pod_a])
     await n.settle()
     set_pod_gauges(n.metrics, n.manager.desired, n.manager.active_pods(), n.workers, n.manager.runtime_only, 2)
     assert v(n, "kubelet_desired_pods", static="true") == 1 and v(n, "kubelet_desired_pods", static="") == 1
     assert v(n, "kubelet_active_pods", static="true") == 1 and v(n, "kubelet_active_pods", static="") == 1
     assert v(n, "kubelet_mirror_pods") == 2
+    assert v(n, "kubelet_managed_ephemeral_containers") == 2  # in the pod's spec, whether they run or not
     assert v(n, "kubelet_working_pods", lifecycle="sync", config="desired", static="true") == 1
     assert v(n, "kubelet_working_pods", lifecycle="sync", config="desired", static="") == 1
     working = [labels for name, labels, _ in scrape(n.metrics.registry)["kubelet_working_pods"].samples]
