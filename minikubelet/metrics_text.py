@@ -6,27 +6,45 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from decimal import Decimal
 
 from prometheus_client import CollectorRegistry, Metric
 from prometheus_client.registry import Collector
 
 
 def go_float(value: float) -> str:
-    """A sample value as client_golang writes it: +Inf, -Inf, NaN, and no trailing ".0"."""
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
+    """strconv.FormatFloat(v, 'g', -1, 64) with Prometheus' spellings of the specials: the shortest digits that
+    read back exactly (Python's repr finds the same ones), in exponent form when the exponent is < -4 or >= 6."""
     if math.isnan(value):
         return "NaN"
-    text = repr(float(value))
-    return text[:-2] if text.endswith(".0") else text
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    negative, digit_tuple, exponent = Decimal(repr(float(value))).as_tuple()
+    assert isinstance(exponent, int)
+    digits = "".join(map(str, digit_tuple)).lstrip("0")
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    digits = stripped
+    exp10 = len(digits) + exponent - 1  # the exponent of the first digit
+    sign = "-" if negative else ""
+    if exp10 < -4 or exp10 >= 6:
+        body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+        return f"{sign}{body}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
+    if exp10 >= 0:
+        whole = digits[: exp10 + 1].ljust(exp10 + 1, "0")
+        frac = digits[exp10 + 1:]
+        return sign + whole + ("." + frac if frac else "")
+    return sign + "0." + "0" * (-exp10 - 1) + digits
+
+
+def escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _escape_help(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n")
-
-
-def _escape_value(text: str) -> str:
-    return text.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
 # The kubelet's counters named without `_total` that are declared as prometheus_client Counters (which add it).
@@ -58,7 +76,7 @@ def render(registry: CollectorRegistry | Collector) -> bytes:
             if s.name.endswith("_created"):
                 continue
             sname = s.name.removesuffix("_total") if plain else s.name
-            labels = ",".join(f'{k}="{_escape_value(v)}"' for k, v in s.labels.items())
+            labels = ",".join(f'{k}="{escape_label(v)}"' for k, v in s.labels.items())
             out.append(f"{sname}{{{labels}}} {go_float(s.value)}\n" if labels
                        else f"{sname} {go_float(s.value)}\n")
     return "".join(out).encode()

@@ -7,43 +7,12 @@ client writes `0.0`, `249856.0`), and timestamps in milliseconds follow the valu
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+
+from minikubelet.metrics_text import escape_label, go_float
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"
-
-
-def go_float(value: float) -> str:
-    """strconv.FormatFloat(v, 'g', -1, 64) with Prometheus' spellings of the specials: the shortest digits that
-    read back exactly (Python's repr finds the same ones), in exponent form when the exponent is < -4 or >= 6."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if value == 0:
-        return "-0" if math.copysign(1.0, value) < 0 else "0"
-    negative, digit_tuple, exponent = Decimal(repr(float(value))).as_tuple()
-    assert isinstance(exponent, int)
-    digits = "".join(map(str, digit_tuple)).lstrip("0")
-    stripped = digits.rstrip("0")
-    exponent += len(digits) - len(stripped)
-    digits = stripped
-    exp10 = len(digits) + exponent - 1  # the exponent of the first digit
-    sign = "-" if negative else ""
-    if exp10 < -4 or exp10 >= 6:
-        body = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
-        return f"{sign}{body}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
-    if exp10 >= 0:
-        whole = digits[: exp10 + 1].ljust(exp10 + 1, "0")
-        frac = digits[exp10 + 1:]
-        return sign + whole + ("." + frac if frac else "")
-    return sign + "0." + "0" * (-exp10 - 1) + digits
-
-
-def escape_label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 @dataclass

@@ -118,13 +118,18 @@ async def test_scrapes_match_the_kubelet_and_every_mixin_selector_finds_its_seri
         assert status == 200
         status, plain_probes = await agent.get_text("/metrics/probes")
         assert status == 200
+        stats_bodies: dict[str, str] = {}
         for path in ("/metrics/cadvisor", "/metrics/resource"):
             body = await proxied(path)
             assert body is not None and "_created" not in body, path
+            stats_bodies[path] = body
     finally:
         await stop_and_clean(agent, docker)
 
     families, samples = parse(text)
+    # the comparison table, printed for docs/metrics.md (pytest -s): families per endpoint in this scrape
+    for path, body in (("/metrics", text), ("/metrics/probes", probes), *stats_bodies.items()):
+        print(f"families {path}: {len(parse(body)[0])}")
     problems = compare(families, "/metrics", EVENT_ONLY)
     probe_families, probe_samples = parse(probes)
     problems += compare(probe_families, "/metrics/probes", frozenset())

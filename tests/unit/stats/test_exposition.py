@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from minikubelet.stats.exposition import Family, go_float, render
+from minikubelet.metrics_text import go_float
+from minikubelet.stats.exposition import Family, render
 from tests.fixtures import KUBERNETES
 
 SCENARIOS = KUBERNETES / "kubelet-api"
