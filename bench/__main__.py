@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|cluster-startup|cluster-footprint|hostile|targets|soak [options]"""
+"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|scrape-cost|cluster-startup|cluster-footprint|hostile|targets|soak [options]"""
 
 from __future__ import annotations
 
@@ -53,6 +53,10 @@ def main() -> None:
     s.add_argument("--pods", type=int, default=30)
     s.add_argument("--requests", type=int, default=50, help="sequential requests per path")
     s.add_argument("--passes", type=int, default=5, help="housekeeping passes timed in the bench process")
+    s = sub.add_parser("scrape-cost", help="agent CPU idle with N pods, scraped every 15 s on all four metrics paths vs not")
+    s.add_argument("--pods", type=int, default=100)
+    s.add_argument("--window", type=float, default=60.0, help="seconds per measured window")
+    s.add_argument("--rounds", type=int, default=2, help="pairs of (unscraped, scraped) windows")
     s = sub.add_parser("cluster-startup", help="pods created through the API at once -> Ready as the API shows them")
     s.add_argument("--pods", type=_counts, default="1,10,30,100", help="comma-separated pod counts")
     s = sub.add_parser("cluster-footprint", help="the joined agent's RSS, CPU and API requests, idle with API pods")
@@ -105,6 +109,10 @@ def main() -> None:
         from bench import stream_latency
 
         asyncio.run(stream_latency.main(a.samples, a.lines, a.interval))
+    elif a.name == "scrape-cost":
+        from bench import scrape_cost
+
+        asyncio.run(scrape_cost.main(a.pods, a.window, a.rounds))
     elif a.name == "stats-scrape":
         from bench import stats_scrape
 
