@@ -8,6 +8,7 @@ CPU rates (usageNanoCores) come from the last two samples of the same cgroup, ti
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -256,7 +257,6 @@ class StatsProvider:
             return None
         try:
             sample = self.files.sample(literal)
-            procs = self.files.procs(literal, first_pid) if sample is not None else None
         except (OSError, ValueError) as e:
             errors.append(f"{literal}: {e}")
             return None
@@ -270,7 +270,8 @@ class StatsProvider:
         self._previous[literal] = (mono, sample.cpu_usage_ns)
         if any((io.major, io.minor) not in self._block_devices for io in sample.io):
             self._block_devices = block_devices()
-        return Measured(id=literal, time=now, sample=sample, nano_cores=rate, procs=procs)
+        return Measured(id=literal, time=now, sample=sample, nano_cores=rate,
+                        read_procs=functools.partial(self.files.procs, literal, first_pid))
 
     async def _writable_layers(self) -> dict[str, Fs]:
         if self._cri_stats is None:

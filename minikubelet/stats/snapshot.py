@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from minikubelet.stats.cgroup_reader import CgroupSample
 from minikubelet.stats.diskstats import DiskStats
@@ -20,7 +22,18 @@ class Measured:
     time: float
     sample: CgroupSample
     nano_cores: int | None = None
-    procs: ProcessStats | None = None
+    read_procs: Callable[[], ProcessStats | None] | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def procs(self) -> ProcessStats | None:
+        """The cgroup's process series, read when first asked (a /metrics/cadvisor render), not in every pass:
+        listing each process's descriptors is most of a pass's cost and only that scrape uses it."""
+        if self.read_procs is None:
+            return None
+        try:
+            return self.read_procs()
+        except (OSError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)

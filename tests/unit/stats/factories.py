@@ -49,14 +49,14 @@ def snapshot(psi: bool = True, rate: int | None = 2875368) -> Snapshot:
     pod_cg = "/kubepods/besteffort/podbd6bca9f-38b7-4a32-a9ba-4d6ae254cb00"
     container = ContainerEntry(
         name="shell", id="a3e3cc", image="docker.io/library/busybox:1.35", start_time=T - 700,
-        cgroup=Measured(f"{pod_cg}/a3e3cc", T, sample(77571374, 286720, psi=psi), rate, procs()),
+        cgroup=Measured(f"{pod_cg}/a3e3cc", T, sample(77571374, 286720, psi=psi), rate, procs),
         logs=Fs(T, DISK, 0, 1), rootfs=Fs(T, DISK, 49152, 15),
     )
     pod = PodEntry(
         name="shell", namespace="fixtures", uid="bd6bca9f-38b7-4a32-a9ba-4d6ae254cb00", start_time=T - 710,
         sandbox_id="fd4379", sandbox_image="registry.k8s.io/pause:3.10",
         cgroup=Measured(pod_cg, T, sample(106383250, 528384, psi=psi), rate),
-        sandbox_cgroup=Measured(f"{pod_cg}/fd4379", T, sample(28811876, 40960, psi=psi), rate, procs()),
+        sandbox_cgroup=Measured(f"{pod_cg}/fd4379", T, sample(28811876, 40960, psi=psi), rate, procs),
         containers=(container,), network=Network(T, (eth0(),)),
         volumes=(Volume("kube-api-access-xz47d", Fs(T, TMPFS, 12288, 9)), Volume("scratch", Fs(T, DISK, 8192, 2))),
     )
