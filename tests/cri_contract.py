@@ -309,11 +309,10 @@ async def resources_updated_and_read_back(b: Backend) -> None:
     wanted = LinuxResources(cpu_period=100_000, cpu_quota=20_000, cpu_shares=204, memory_limit_bytes=64 << 20)
     await rt.update_container_resources(app, wanted)
     after = (await rt.container_status(app)).resources
-    if before is not None:  # a runtime that reports resources reports these
-        assert (before.cpu_quota, before.cpu_shares, before.memory_limit_bytes) == (10_000, 102, 32 << 20)
-        assert after is not None
-        assert (after.cpu_period, after.cpu_quota, after.cpu_shares, after.memory_limit_bytes) == (
-            100_000, 20_000, 204, 64 << 20)
+    assert before is not None and after is not None
+    assert (before.cpu_quota, before.cpu_shares, before.memory_limit_bytes) == (10_000, 102, 32 << 20)
+    assert (after.cpu_period, after.cpu_quota, after.cpu_shares, after.memory_limit_bytes) == (
+        100_000, 20_000, 204, 64 << 20)
     with pytest.raises(RuntimeError_):
         await rt.update_container_resources(MISSING_ID, wanted)
     await rt.stop_container(app, 0)
