@@ -40,6 +40,7 @@ from minikubelet.services.eviction import EvictionService
 from minikubelet.services.housekeeping import Housekeeping
 from minikubelet.services.node_shutdown import node_shutdown, pods_written
 from minikubelet.services.node_status_inputs import NodeStatusReader
+from minikubelet.services.pod_resize import PodResizeService
 from minikubelet.services.pod_sources import PodSources
 from minikubelet.services.pod_sync import PlegService, PodWorkersService
 from minikubelet.services.runtime_health import RuntimeHealth
@@ -101,8 +102,7 @@ class Agent:
         if probes is None:
             probes = ManagerProbeSource(ProbeManager(runtime, clock, self.probe_registry, lambda uid: self.workers.wake(uid),
                                                      events=recorder.pod_event))
-        self.probes = probes
-        self.cgroups = cgroups
+        self.probes, self.cgroups = probes, cgroups
         self.statuses = StatusManager()
         self.images = ImagePuller(runtime, self.image_backoff, recorder, metrics, clock,
                                   serialize=config.serialize_image_pulls)
@@ -136,6 +136,8 @@ class Agent:
         self.manager = PodManager(workers, self.statuses, [
             self.eviction.manager, *admit_handlers(config, admit),
             *([self.shutdown.manager] if self.shutdown is not None and self.shutdown.manager else [])], clock, recorder)
+        self.resize = PodResizeService(config, runtime, clock, recorder, metrics, self.manager, workers, self.syncer,
+                                       self._sources_seen)
         self.pod_config = PodConfig(self.manager.handle)
         self.health_check = RuntimeHealth(runtime, clock, self.pleg, lambda: workers.wake_all(urgent=True))
         self.sources = PodSources(config, self.node_name, clock, metrics, self._set_source_pods,
@@ -146,15 +148,13 @@ class Agent:
         self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors
         self.status_inputs = NodeStatusReader(
             config, runtime, conditions, self.node_name, self.host_ip, self.health_check, self.eviction.manager,
-            lambda: self.shutdown.errors() if self.shutdown is not None else (),
-            lambda: self.pod_network_errors())
+            lambda: self.shutdown.errors() if self.shutdown is not None else (), lambda: self.pod_network_errors())
         self.join: NodeJoin | None = None
         if config.kubeconfig or config.bootstrap_kubeconfig:
             from minikubelet.services.node_join import node_join  # the API client only on a joined node
 
             self.join = node_join(config, self.node_name, clock, self.status_inputs, recorder.node_status_event)
-        self.services = ServiceGroup()
-        self._stop = asyncio.Event()
+        self.services, self._stop = ServiceGroup(), asyncio.Event()
 
     def _stats(self) -> StatsProvider:
         assert self.stats is not None, "stats are read only once the agent runs"
@@ -286,7 +286,7 @@ class Agent:
                                  self.node_name, self.host_ip, lambda: self.manager.desired.values(), self.runtime,
                                  self.streaming, self.clock),
                 self.sources, self.health_check, self.eviction, *([self.shutdown] if self.shutdown is not None else []),
-                systemd]
+                self.resize, systemd]
             await services.start(*late)
 
             def stopping() -> None:

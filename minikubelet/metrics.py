@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# upstream podResizeDurationBuckets (milliseconds)
+_RESIZE_BUCKETS = (10, 50, 100, 500, 1000, 2000, 5000, 10000, 20000, 30000, 60000, 120000, 300000, 600000)
 _START_BUCKETS = (0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200)
 
 
@@ -66,4 +68,29 @@ class Metrics:
         )
         self.sync_loop_last = Gauge(
             "minikubelet_sync_loop_last_timestamp_seconds", "When the housekeeping loop last completed", registry=r
+        )
+        # In-place pod resize (pkg/kubelet/metrics ContainerRequestedResizes ... PodDeferredAcceptedResizes).
+        self.container_requested_resizes = Counter(
+            "kubelet_container_requested_resizes",
+            "Number of requested resizes, counted at the container level. Different resources on the same "
+            "container are counted separately. The 'requirement' label refers to 'memory' or 'limits'; the "
+            "'operation' label can be one of 'add', 'remove', 'increase' or 'decrease'.",
+            ["resource", "requirement", "operation"], registry=r,
+        )
+        self.pod_resize_duration = Histogram(
+            "kubelet_pod_resize_duration_milliseconds", "Duration in milliseconds to actuate a pod resize",
+            ["success"], buckets=_RESIZE_BUCKETS, registry=r,
+        )
+        self.pod_pending_resizes = Gauge(
+            "kubelet_pod_pending_resizes", "Number of pending resizes for pods.", ["reason"], registry=r
+        )
+        self.pod_infeasible_resizes = Counter(
+            "kubelet_pod_infeasible_resizes", "Number of infeasible resizes for pods.", ["reason_detail"], registry=r
+        )
+        self.pod_in_progress_resizes = Gauge(
+            "kubelet_pod_in_progress_resizes", "Number of in-progress resizes for pods.", registry=r
+        )
+        self.pod_deferred_accepted_resizes = Counter(
+            "kubelet_pod_deferred_accepted_resizes", "Cumulative number of resizes that were accepted after being "
+            "deferred.", ["retry_trigger"], registry=r,
         )
