@@ -54,18 +54,25 @@ def _bytes(raw: Any) -> int:
         return 0
 
 
-def _actual(runtime: LinuxResources | None, actuated: Mapping[str, Mapping[str, str]] | None) -> dict[str, int]:
-    """toKubeContainerResources: the runtime's values (0 for what it does not set); everything from the actuated
-    record when the runtime reports nothing."""
+def _actual(runtime: LinuxResources | None, actuated: Mapping[str, Mapping[str, str]] | None) -> dict[str, str]:
+    """toKubeContainerResources: the runtime's values as quantities (none for what it does not set); everything from
+    the actuated record, as recorded, when the runtime reports nothing."""
+    out: dict[str, str] = {}
     if runtime is None:
-        if actuated is None:
-            return {}
-        recorded_requests = actuated.get("requests") or {}
-        recorded_limits = actuated.get("limits") or {}
-        return {"cpu_limit": _milli(recorded_limits.get("cpu", 0)), "cpu_request": _milli(recorded_requests.get("cpu", 0)),
-                "memory_limit": _bytes(recorded_limits.get("memory", 0))}
-    return {"cpu_limit": quota_to_milli_cpu(runtime.cpu_quota, runtime.cpu_period),
-            "cpu_request": shares_to_milli_cpu(runtime.cpu_shares), "memory_limit": max(runtime.memory_limit_bytes, 0)}
+        recorded_requests = (actuated or {}).get("requests") or {}
+        recorded_limits = (actuated or {}).get("limits") or {}
+        for key, raw in (("cpu_limit", recorded_limits.get("cpu")), ("cpu_request", recorded_requests.get("cpu")),
+                         ("memory_limit", recorded_limits.get("memory"))):
+            if raw is not None and _bytes(raw) != 0:
+                out[key] = raw
+        return out
+    if (cpu_limit := quota_to_milli_cpu(runtime.cpu_quota, runtime.cpu_period)) > 0:
+        out["cpu_limit"] = _cpu(cpu_limit)
+    if (cpu_request := shares_to_milli_cpu(runtime.cpu_shares)) > 0:
+        out["cpu_request"] = _cpu(cpu_request)
+    if runtime.memory_limit_bytes > 0:
+        out["memory_limit"] = format_quantity(Fraction(runtime.memory_limit_bytes), True)
+    return out
 
 
 def status_resources(requests: Mapping[str, Any] | None, limits: Mapping[str, Any] | None, running: bool,
@@ -82,20 +89,20 @@ def status_resources(requests: Mapping[str, Any] | None, limits: Mapping[str, An
         actual = _actual(runtime, actuated)
         if lim is not None:
             cpu_limit = actual.get("cpu_limit")
-            if cpu_limit:
-                if cpu_limit > MIN_MILLI_CPU_LIMIT or _milli(lim.get("cpu", 0)) > MIN_MILLI_CPU_LIMIT:
-                    lim["cpu"] = _cpu(cpu_limit)
+            if cpu_limit is not None:
+                if _milli(cpu_limit) > MIN_MILLI_CPU_LIMIT or _milli(lim.get("cpu", 0)) > MIN_MILLI_CPU_LIMIT:
+                    lim["cpu"] = cpu_limit
             elif "cpu" in old_limits:
                 lim["cpu"] = old_limits["cpu"]
-            if actual.get("memory_limit"):
-                lim["memory"] = format_quantity(Fraction(actual["memory_limit"]), True)
+            if "memory_limit" in actual:
+                lim["memory"] = actual["memory_limit"]
             elif "memory" in old_limits:
                 lim["memory"] = old_limits["memory"]
         if req is not None:
             cpu_request = actual.get("cpu_request")
-            if cpu_request:
-                if cpu_request > MIN_SHARES or _milli(req.get("cpu", 0)) > MIN_SHARES:
-                    req["cpu"] = _cpu(cpu_request)
+            if cpu_request is not None:
+                if _milli(cpu_request) > MIN_SHARES or _milli(req.get("cpu", 0)) > MIN_SHARES:
+                    req["cpu"] = cpu_request
             elif "cpu" in old_requests:
                 req["cpu"] = old_requests["cpu"]
             recorded = ((actuated or {}).get("requests") or {}).get("memory")

@@ -161,7 +161,7 @@ class PodResize:
             await self.runtime.update_container_resources(u.container_id, linux)
         except RuntimeError_ as e:
             raise ResizeError(f"container {u.name!r} updateContainerResources failed: {e}") from e
-        u.current = values
+        u.actuated.values = values
         self.actuated.set_container(pod.uid, u.name, requirements_of_values(values))
 
     def _linux_resources(self, v: ResourceValues) -> LinuxResources:

@@ -55,14 +55,11 @@ def values_of(pod: PodView, requirements: Mapping[str, Any] | None) -> ResourceV
 
 
 def effective_requirements(pod: PodView, c: ContainerView) -> Requirements:
-    """What a container is given, as its spec writes it: its requests (a limit alone standing for the request, as
-    API defaulting does) and its limits, the pod-level limits standing in for those it lacks (upstream
-    setActuatedContainerResources with GetLimits)."""
+    """What a container is given, as its spec writes it: its requests and its limits, the pod-level limits standing
+    in for those it lacks (upstream setActuatedContainerResources with GetLimits)."""
     requests = {str(k): str(v) for k, v in (c.requests or {}).items()}
     limits = {str(k): str(v) for k, v in (pod.limits or {}).items() if is_pod_level_resource(str(k))}
     limits.update({str(k): str(v) for k, v in (c.limits or {}).items()})
-    for name, value in (c.limits or {}).items():
-        requests.setdefault(str(name), str(value))
     out: Requirements = {}
     if requests:
         out["requests"] = requests
@@ -85,13 +82,25 @@ def requirements_of_values(v: ResourceValues) -> Requirements:
 
 
 @dataclass
+class Actuated:
+    """What a container runs with now, shared by its memory and CPU updates (the CPU update sends the memory
+    values the memory update just set)."""
+
+    values: ResourceValues
+
+
+@dataclass
 class ContainerUpdate:
-    """containerToUpdateInfo: `current` is updated as the runtime accepts each step."""
+    """containerToUpdateInfo: `actuated` follows each step the runtime accepted."""
 
     name: str
     container_id: str
     desired: ResourceValues
-    current: ResourceValues
+    actuated: Actuated
+
+    @property
+    def current(self) -> ResourceValues:
+        return self.actuated.values
 
 
 @dataclass
@@ -130,8 +139,10 @@ def compute_container_resize(pod: PodView, c: ContainerView, status: ContainerSt
         actions.update_pod_resources = True
         return False
 
+    shared = Actuated(current)
+
     def mark(resource: str, want: int, have: int) -> None:
-        update = ContainerUpdate(c.name, status.id, desired, current)
+        update = ContainerUpdate(c.name, status.id, desired, shared)
         if want > have:
             actions.updates[resource].append(update)
         elif want < have:
