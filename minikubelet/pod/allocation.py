@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cgroups.qos import GUARANTEED, qos_class
@@ -134,9 +134,11 @@ class AllocationManager:
     def __init__(self, state: PodResourceCheckpoint, conditions: ResizeConditions,
                  handlers: Sequence[PodAdmitHandler], clock: Clock, recorder: EventRecorder, metrics: Metrics, *,
                  active_pods: Callable[[], list[Pod]], pod_by_uid: Callable[[str], Pod | None],
-                 sync_pod: Callable[[Pod], None], sources_ready: Callable[[], bool] = lambda: True) -> None:
+                 sync_pod: Callable[[Pod], None], sources_ready: Callable[[], bool] = lambda: True,
+                 known_uids: Callable[[], Iterable[str]] | None = None) -> None:
         """`handlers`: the node's admit handlers (those a new pod goes through); `active_pods` as upstream
-        GetActivePods (desired pods that hold resources); `sync_pod`: hand the pod to its worker now."""
+        GetActivePods (desired pods that hold resources); `sync_pod`: hand the pod to its worker now;
+        `known_uids`: every pod the node still knows (the others' records go once the sources were seen)."""
         self.state = state
         self.conditions = conditions
         self.handlers = list(handlers)
@@ -147,6 +149,7 @@ class AllocationManager:
         self._pod_by_uid = pod_by_uid
         self._sync_pod = sync_pod
         self._sources_ready = sources_ready
+        self._known_uids = known_uids
         self._pending: list[str] = []  # uids with a resize not allocated yet, in retry order
         self._delay = INITIAL_RETRY_DELAY
 
@@ -337,10 +340,16 @@ class AllocationManager:
         return done
 
     async def run(self) -> None:
-        """The periodic retry of pending resizes: 30 s after the start, then every 3 minutes."""
+        """The periodic retry of pending resizes: 30 s after the start, then every 3 minutes; the records of pods
+        the node no longer knows go then too (upstream RemoveOrphanedPods in HandlePodCleanups)."""
         while True:
             delay = self._delay
             await self._clock.sleep(delay)
             for pod in self.retry_pending_resizes(TRIGGER_PERIODIC):
                 log.info("successfully retried resize after timeout", extra={"kv": {"pod": podview.format_pod(pod)}})
+            if self._known_uids is not None and self._sources_ready():
+                try:
+                    self.remove_orphans(list(self._known_uids()))
+                except OSError as e:
+                    log.warning("removing orphaned allocations failed", extra={"kv": {"err": str(e)}})
 

@@ -157,3 +157,21 @@ def test_resize_in_progress_for_running_sidecars_and_regular_containers_only() -
 def test_values_back_to_records() -> None:
     assert requirements_of_values(ResourceValues(64 * Mi, 32 * Mi, 1500, 0)) == {
         "requests": {"memory": "32Mi"}, "limits": {"cpu": "1500m", "memory": "64Mi"}}
+
+
+def test_sidecars_resize_in_place_or_restart_as_their_policy_says() -> None:
+    """computeInitContainerActions: a running sidecar is resized like a regular container; RestartContainer
+    restarts it as an init container."""
+    for policy, restarts in (([], False), ([MEM_RESTART], True)):
+        p = pod([c("app")], inits=[c("side", restartPolicy="Always", resizePolicy=policy,
+                                     resources=lim("100m", "64Mi"))])
+        view = PodView.of(p)
+        side, main = running(p, "side"), running(p, "app")
+        state = PodRuntimeState("uid-1", [sandbox()], [side, main])
+        actions = compute_pod_actions(view, state, ProbeResults(),
+                                      lambda name: {"side": lim("100m", "32Mi")}.get(name, {}))
+        if restarts:
+            assert actions.init_to_start == ["side"] and side.id in actions.containers_to_kill
+            assert not actions.resize.updates[MEMORY]
+        else:
+            assert [u.name for u in actions.resize.updates[MEMORY]] == ["side"] and not actions.init_to_start
