@@ -341,3 +341,43 @@ async def test_memory_limit_below_usage_is_an_error(tmp_path: Path, api: ApiServ
         assert kernel.memory_limit() == 64 << 20
     finally:
         await stop_and_clean(agent, docker)
+
+
+async def test_the_allocation_survives_an_agent_kill(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
+                                                     runtime_view: RuntimeView) -> None:
+    """kill -9 after a resize, a second resize while the agent is down: the restarted agent keeps the container
+    and its allocation (read from `<rootDir>/allocated_pods_state`), then admits and actuates the new resize."""
+    agent = await started_agent(tmp_path, api)
+    admin = api.admin()
+    ctl = Kubectl(api, tmp_path)
+    try:
+        await admin.create(pod("rs", agent.node, container("app", {"cpu": "100m", "memory": "32Mi"},
+                                                           {"cpu": "100m", "memory": "32Mi"})))
+        first = await running_pod(agent, admin, "rs")
+        status = first["status"]["containerStatuses"][0]
+        kernel = await kernel_of(runtime_view, status)
+        await ctl.resize("rs", resize_patch("app", {"cpu": "200m", "memory": "32Mi"}, {"cpu": "200m", "memory": "32Mi"}))
+        await agent.wait_for("200m in force", lambda: _true(kernel.quota() == 20_000), timeout=30)
+        checkpoint = json.loads((agent.root / "allocated_pods_state").read_text())
+        allocated = json.loads(checkpoint["data"])[first["metadata"]["uid"]]["containers"]["app"]
+        assert allocated["limits"] == {"cpu": "200m", "memory": "32Mi"}
+        agent.kill9()
+        await ctl.resize("rs", resize_patch("app", {"cpu": "200m", "memory": "64Mi"}, {"cpu": "200m", "memory": "64Mi"}))
+        agent.start()
+
+        def done(p: Json) -> bool:
+            cs = p["status"]["containerStatuses"][0]
+            return (cs.get("resources", {}).get("limits") == {"cpu": "200m", "memory": "64Mi"}
+                    and "PodResizeInProgress" not in conditions(p) and p["status"].get("observedGeneration") == 3)
+
+        p = await settle(agent, admin, "rs", done,
+                         lambda _p: kernel.memory_limit() == 64 << 20 and kernel.quota() == 20_000,
+                         "the resize made while the agent was down")
+        cs = p["status"]["containerStatuses"][0]
+        assert (cs["containerID"], cs["restartCount"]) == (status["containerID"], 0)
+    finally:
+        await stop_and_clean(agent, docker)
+
+
+async def _true(value: bool) -> bool:
+    return value
