@@ -199,6 +199,15 @@ async def test_cpu_and_memory_up_and_down_in_place(tmp_path: Path, api: ApiServe
         assert any(m.startswith('Pod resize completed: {"containers":[{"name":"app","resources":{"limits":'
                                 '{"cpu":"150m","memory":"48Mi"}') and m.endswith('"generation":5}')
                    for m in completed), completed
+        code, metrics = await agent.get_text("/metrics")
+        assert code == 200
+        for line in ('kubelet_container_requested_resizes_total{operation="increase",requirement="limits",'
+                     'resource="cpu"} 1.0',
+                     'kubelet_container_requested_resizes_total{operation="decrease",requirement="limits",'
+                     'resource="memory"} 1.0',
+                     'kubelet_pod_resize_duration_milliseconds_count{success="true"} 4.0',
+                     "kubelet_pod_in_progress_resizes 0.0"):
+            assert line in metrics.splitlines(), line
     finally:
         await stop_and_clean(agent, docker)
 
