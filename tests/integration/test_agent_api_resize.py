@@ -390,3 +390,36 @@ async def test_the_allocation_survives_an_agent_kill(tmp_path: Path, api: ApiSer
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_sidecar_is_resized_in_place(tmp_path: Path, api: ApiServer, docker: aiodocker.Docker,
+                                             runtime_view: RuntimeView) -> None:
+    """A restartable init container is resized like a regular one (computeInitContainerActions)."""
+    agent = await started_agent(tmp_path, api)
+    admin = api.admin()
+    ctl = Kubectl(api, tmp_path)
+    try:
+        side = {**container("side", {"cpu": "100m", "memory": "32Mi"}, {"cpu": "100m", "memory": "32Mi"}),
+                "restartPolicy": "Always"}
+        await admin.create(pod("sc", agent.node, container("app", {"cpu": "100m", "memory": "32Mi"},
+                                                           {"cpu": "100m", "memory": "32Mi"}), initContainers=[side]))
+        first = await running_pod(agent, admin, "sc")
+        before = first["status"]["initContainerStatuses"][0]
+        kernel = await kernel_of(runtime_view, before)
+        assert kernel.quota() == 10_000
+        await ctl.resize("sc", json.dumps({"spec": {"initContainers": [
+            {"name": "side", "resources": {"requests": {"cpu": "300m", "memory": "32Mi"},
+                                           "limits": {"cpu": "300m", "memory": "32Mi"}}}]}}))
+
+        def done(p: Json) -> bool:
+            s = p["status"]["initContainerStatuses"][0]
+            return s["resources"]["limits"]["cpu"] == "300m" and "PodResizeInProgress" not in conditions(p)
+
+        p = await settle(agent, admin, "sc", done,
+                         lambda _p: kernel.quota() == 30_000 and kernel.quota(pod_level=True) == 40_000,
+                         "the sidecar at 300m")
+        after = p["status"]["initContainerStatuses"][0]
+        assert (after["containerID"], after["restartCount"]) == (before["containerID"], 0)
+        assert after["allocatedResources"]["cpu"] == "300m"
+    finally:
+        await stop_and_clean(agent, docker)
