@@ -27,6 +27,11 @@ def shares_to_weight(shares: int) -> int:
     return 1 + ((shares - MIN_SHARES) * 9999) // (MAX_SHARES - MIN_SHARES)
 
 
+def weight_to_shares(weight: int) -> int:
+    """The inverse of shares_to_weight (upstream CpuWeightToCpuShares)."""
+    return ((weight - 1) * (MAX_SHARES - MIN_SHARES)) // 9999 + MIN_SHARES
+
+
 def milli_cpu_to_quota(milli_cpu: int, period_us: int = QUOTA_PERIOD_US) -> int:
     """CFS quota (µs per period) for a limit in millicores; 0 = no limit; never below 1 ms."""
     if milli_cpu == 0:

@@ -62,6 +62,8 @@ class CgroupDriver(Protocol):
     def remove(self, name: str) -> None: ...
     def children(self, name: str) -> list[str]: ...
     def read_usage(self, name: str) -> Usage: ...
+    def read_config(self, name: str) -> ResourceConfig:
+        """The CPU and memory settings in force: shares, quota (-1 none), period, memory limit (-1 none)."""
     def pids(self, name: str) -> list[int]: ...
 
 
@@ -125,6 +127,10 @@ def read_int(path: str | Path, default: int = 0) -> int:
     except FileNotFoundError:
         return default
     return default if text in ("", "max") else int(text)
+
+
+# memory.limit_in_bytes of an unlimited cgroup v1 (the page-rounded int64 maximum)
+V1_MEMORY_UNLIMITED_FLOOR = 1 << 62
 
 
 def read_flat_keyed(path: str | Path) -> dict[str, int]:

@@ -51,6 +51,9 @@ class SystemdCgroupDriver:
     def exists(self, name: str) -> bool:
         return self.files.exists(name)
 
+    def read_config(self, name: str) -> ResourceConfig:
+        return self.files.read_config(name)
+
     def remove(self, name: str) -> None:
         """Child slices first. StopUnit would also kill what runs in a slice, so a busy tree is refused as the
         filesystem driver refuses it; a leftover empty non-slice child (a container's scope) is rmdir'ed."""

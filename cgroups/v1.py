@@ -14,6 +14,7 @@ from pathlib import Path
 from cgroups.detect import MOUNTINFO, cgroup_mounts, hybrid_unified_mount
 from cgroups.driver import (
     DEFAULT_ROOT,
+    V1_MEMORY_UNLIMITED_FLOOR,
     CgroupBusyError,
     CgroupError,
     ResourceConfig,
@@ -156,6 +157,16 @@ class CgroupV1Driver:
             memory_usage_bytes=usage,
             memory_working_set_bytes=max(0, usage - inactive),
             pids=pids,
+        )
+
+    def read_config(self, name: str) -> ResourceConfig:
+        cpu = self.path("cpu", name)
+        memory = read_int(self.path("memory", name) / "memory.limit_in_bytes", -1)
+        return ResourceConfig(
+            cpu_shares=read_int(cpu / "cpu.shares"),
+            cpu_quota=read_int(cpu / "cpu.cfs_quota_us", -1),
+            cpu_period=read_int(cpu / "cpu.cfs_period_us"),
+            memory_limit=-1 if memory >= V1_MEMORY_UNLIMITED_FLOOR else memory,
         )
 
     def pids(self, name: str) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from cgroups.cpu import shares_to_weight
+from cgroups.cpu import shares_to_weight, weight_to_shares
 from cgroups.detect import MOUNTINFO, is_cgroup2_mount
 from cgroups.driver import (
     DEFAULT_ROOT,
@@ -18,6 +18,7 @@ from cgroups.driver import (
     read_flat_keyed,
     read_int,
     read_procs,
+    read_text,
     rmdir_cgroup,
     subdirs,
     walk_leaf_first,
@@ -133,6 +134,16 @@ class CgroupV2Driver:
             memory_usage_bytes=usage,
             memory_working_set_bytes=max(0, usage - inactive),
             pids=read_int(path / "pids.current"),
+        )
+
+    def read_config(self, name: str) -> ResourceConfig:
+        path = self.path(name)
+        quota, _, period = read_text(path / "cpu.max").strip().partition(" ")
+        return ResourceConfig(
+            cpu_shares=weight_to_shares(read_int(path / "cpu.weight", 100)),
+            cpu_quota=-1 if quota in ("", "max") else int(quota),
+            cpu_period=int(period) if period else None,
+            memory_limit=read_int(path / "memory.max", -1),
         )
 
     def pids(self, name: str) -> list[int]:

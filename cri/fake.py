@@ -46,6 +46,7 @@ from cri.types import (
     ContainerStatus,
     ExecResult,
     Image,
+    LinuxResources,
     ObjectSummary,
     PodMeta,
     PodSandboxConfig,
@@ -112,6 +113,7 @@ class _Object:
     host_network: bool = False
     logs: bytearray = field(default_factory=bytearray)
     stats: ContainerStats | None = None
+    resources: LinuxResources | None = None  # as created, then as update_container_resources set them
     exited: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -557,6 +559,7 @@ class FakeRuntime:
             annotations=dict(config.annotations), created_at=self.clock.now(),
             stop_signal=config.stop_signal or image.stop_signal, log_path=log_path,
             program=self._programs.get(config.metadata.name, Program()),
+            resources=config.resources,
         )
         self._objects[container_id] = obj
         self._by_name[name] = container_id
@@ -619,6 +622,7 @@ class FakeRuntime:
             annotations=dict(obj.annotations),
             log_path=obj.log_path,
             pid=obj.pid,
+            resources=obj.resources,
         )
 
     async def list_containers(self, labels: Mapping[str, str] | None = None) -> list[ContainerStatus]:
@@ -656,6 +660,15 @@ class FakeRuntime:
     def events(self) -> AsyncIterator[ContainerEvent]:
         self.calls.append(Call("events"))
         return _EventStream(self._subscribers)
+
+    async def update_container_resources(self, container_id: str, resources: LinuxResources) -> None:
+        """The container's new limits (fail() makes the runtime refuse them)."""
+        await self._enter("update_container_resources", container_id, resources)
+        obj = self._get(container_id)
+        keep = obj.resources or LinuxResources()
+        obj.resources = replace(keep, cpu_period=resources.cpu_period, cpu_quota=resources.cpu_quota,
+                                cpu_shares=resources.cpu_shares,
+                                memory_limit_bytes=resources.memory_limit_bytes or keep.memory_limit_bytes)
 
     async def container_stats(self, container_id: str) -> ContainerStats:
         await self._enter("container_stats", container_id)

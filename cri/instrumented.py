@@ -25,6 +25,7 @@ from cri.types import (
     ContainerStatus,
     ExecResult,
     Image,
+    LinuxResources,
     ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
@@ -172,6 +173,9 @@ class InstrumentedRuntime:
     async def container_logs(self, container_id: str, tail: int | None = None) -> bytes:
         # Not a CRI call (the kubelet reads log files); counted under its own name.
         return await self._call("container_logs", self.runtime.container_logs(container_id, tail))
+
+    async def update_container_resources(self, container_id: str, resources: LinuxResources) -> None:
+        await self._call("update_container", self.runtime.update_container_resources(container_id, resources))
 
     async def close(self) -> None:
         await self.runtime.close()

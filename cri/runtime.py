@@ -13,6 +13,7 @@ from cri.types import (
     ContainerStatus,
     ExecResult,
     Image,
+    LinuxResources,
     ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
@@ -76,6 +77,10 @@ class RuntimeService(Protocol):
         """Container lifecycle events for this agent's containers, forever (reconnects inside)."""
 
     async def container_stats(self, container_id: str) -> ContainerStats: ...
+
+    async def update_container_resources(self, container_id: str, resources: LinuxResources) -> None:
+        """New CPU and memory limits for a running container (CRI UpdateContainerResources); the runtime refusing
+        them raises RuntimeError_ with its reason."""
 
     async def container_logs(self, container_id: str, tail: int | None = None) -> bytes:
         """The container's combined stdout/stderr."""

@@ -23,6 +23,7 @@ from cri.types import (
     ContainerStatus,
     ExecResult,
     Image,
+    LinuxResources,
     ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
@@ -111,6 +112,10 @@ class RequestTimeoutRuntime:
 
     async def container_logs(self, container_id: str, tail: int | None = None) -> bytes:
         return await self.runtime.container_logs(container_id, tail)
+
+    async def update_container_resources(self, container_id: str, resources: LinuxResources) -> None:
+        await self._bounded("UpdateContainerResources", self.runtime.update_container_resources(container_id,
+                                                                                                  resources))
 
     async def close(self) -> None:
         await self.runtime.close()

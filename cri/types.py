@@ -212,6 +212,9 @@ class ContainerStatus:
     annotations: dict[str, str] = field(default_factory=dict)
     log_path: str = ""
     pid: int = 0
+    # What the runtime says the container runs with (CRI ContainerStatus.resources; Docker: its HostConfig);
+    # None when the runtime does not say. Never the spec: the status reads it back from here.
+    resources: LinuxResources | None = None
 
 
 class ContainerEventType(enum.Enum):

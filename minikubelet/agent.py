@@ -40,6 +40,7 @@ from minikubelet.services.housekeeping import Housekeeping
 from minikubelet.services.metrics import agent_metrics
 from minikubelet.services.node_shutdown import node_shutdown, pods_written
 from minikubelet.services.node_status_inputs import NodeStatusReader
+from minikubelet.services.pod_resize import PodResizeService
 from minikubelet.services.pod_sources import PodSources
 from minikubelet.services.pod_sync import PlegService, PodWorkersService
 from minikubelet.services.runtime_health import RuntimeHealth
@@ -101,8 +102,7 @@ class Agent:
         if probes is None:
             probes = ManagerProbeSource(ProbeManager(runtime, clock, self.probe_registry, lambda uid: self.workers.wake(uid),
                                                      events=recorder.pod_event))
-        self.probes, self.cgroups = probes, cgroups
-        self.statuses = StatusManager(metrics=metrics)
+        self.probes, self.cgroups, self.statuses = probes, cgroups, StatusManager(metrics=metrics)
         self.images = ImagePuller(runtime, self.image_backoff, recorder, metrics, clock,
                                   serialize=config.serialize_image_pulls)
         allocatable = node_allocatable(config, node_capacity(config.root_dir, config.max_pods))
@@ -136,6 +136,8 @@ class Agent:
             self.eviction.manager, *admit_handlers(config, admit),
             *([self.shutdown.manager] if self.shutdown is not None and self.shutdown.manager else [])], clock, recorder,
             metrics=metrics)
+        self.resize = PodResizeService(config, runtime, clock, recorder, metrics, self.manager, workers, self.syncer,
+                                       self._sources_seen)
         self.pod_config = PodConfig(self.manager.handle)
         self.health_check = RuntimeHealth(runtime, clock, self.pleg, lambda: workers.wake_all(urgent=True))
         self.sources = PodSources(config, self.node_name, clock, metrics, self._set_source_pods,
@@ -146,8 +148,7 @@ class Agent:
         self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors
         self.status_inputs = NodeStatusReader(
             config, runtime, conditions, self.node_name, self.host_ip, self.health_check, self.eviction.manager,
-            lambda: self.shutdown.errors() if self.shutdown is not None else (),
-            lambda: self.pod_network_errors())
+            lambda: self.shutdown.errors() if self.shutdown is not None else (), lambda: self.pod_network_errors())
         self.join: NodeJoin | None = None
         if config.kubeconfig or config.bootstrap_kubeconfig:
             from minikubelet.services.node_join import node_join  # the API client only on a joined node
@@ -184,8 +185,7 @@ class Agent:
         self.housekeeping.stop_orphans_once_sources_seen()
 
     def _sources_seen(self) -> bool:
-        # As upstream's sourcesReady: until the manifest URL and the API server answered once, their pods are not
-        # orphans.
+        # as upstream's sourcesReady: a URL or API source's pods are not orphans until it has answered once
         return (self.sources.url is None or self.sources.url.seen) and (
             self.api_pods is None or self.api_pods.source.seen)
 
@@ -286,7 +286,7 @@ class Agent:
                                  self.node_name, self.host_ip, lambda: self.manager.desired.values(), self.runtime,
                                  self.streaming, self.clock),
                 self.sources, self.health_check, self.eviction, *([self.shutdown] if self.shutdown is not None else []),
-                systemd]
+                self.resize, systemd]
             await services.start(*late)
 
             def stopping() -> None:

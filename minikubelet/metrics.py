@@ -29,6 +29,8 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
 
 RUNTIME_OPERATION_BUCKETS = exponential_buckets(0.005, 2.5, 14)
 TOPOLOGY_ADMISSION_BUCKETS = exponential_buckets(0.05, 2, 15)
+# upstream podResizeDurationBuckets (milliseconds)
+RESIZE_BUCKETS = (10, 50, 100, 500, 1000, 2000, 5000, 10000, 20000, 30000, 60000, 120000, 300000, 600000)
 
 # image_pull_duration_seconds' image_size_in_bytes label: (lower bound exclusive, label), the kubelet's ranges
 _GB = 1 << 30
@@ -292,6 +294,31 @@ class Metrics:
         )
         self.sync_loop_last = Gauge(
             "minikubelet_sync_loop_last_timestamp_seconds", "When the housekeeping loop last completed", registry=r
+        )
+        # In-place pod resize (pkg/kubelet/metrics ContainerRequestedResizes ... PodDeferredAcceptedResizes).
+        self.container_requested_resizes = Counter(
+            "kubelet_container_requested_resizes",
+            "Number of requested resizes, counted at the container level. Different resources on the same "
+            "container are counted separately. The 'requirement' label refers to 'memory' or 'limits'; the "
+            "'operation' label can be one of 'add', 'remove', 'increase' or 'decrease'.",
+            ["resource", "requirement", "operation"], registry=r,
+        )
+        self.pod_resize_duration = Histogram(
+            "kubelet_pod_resize_duration_milliseconds", "Duration in milliseconds to actuate a pod resize",
+            ["success"], buckets=RESIZE_BUCKETS, registry=r,
+        )
+        self.pod_pending_resizes = Gauge(
+            "kubelet_pod_pending_resizes", "Number of pending resizes for pods.", ["reason"], registry=r
+        )
+        self.pod_infeasible_resizes = Counter(
+            "kubelet_pod_infeasible_resizes", "Number of infeasible resizes for pods.", ["reason_detail"], registry=r
+        )
+        self.pod_in_progress_resizes = Gauge(
+            "kubelet_pod_in_progress_resizes", "Number of in-progress resizes for pods.", registry=r
+        )
+        self.pod_deferred_accepted_resizes = Counter(
+            "kubelet_pod_deferred_accepted_resizes", "Cumulative number of resizes that were accepted after being "
+            "deferred.", ["retry_trigger"], registry=r,
         )
         self.node = NodeMetrics(r)  # the node managers' families (metrics_node.py)
         self.pod_startup = PodStartupLatency(self, now)

@@ -31,6 +31,7 @@ from cri.types import (
     ContainerMeta,
     ContainerState,
     ContainerStatus,
+    LinuxResources,
     PodMeta,
     PodSandboxConfig,
     SandboxState,
@@ -296,6 +297,28 @@ async def version_and_config(b: Backend) -> None:
     assert (await b.runtime.runtime_config()).cgroup_driver in ("cgroupfs", "systemd")
 
 
+async def resources_updated_and_read_back(b: Backend) -> None:
+    """UpdateContainerResources on a running container, and its status says the new limits (the status of a
+    resize reads them from here); an unknown container is refused."""
+    rt = b.runtime
+    pod = pod_config(b, "resized")
+    sandbox_id = await rt.run_pod_sandbox(pod)
+    given = LinuxResources(cpu_period=100_000, cpu_quota=10_000, cpu_shares=102, memory_limit_bytes=32 << 20)
+    app = await run(b, sandbox_id, pod, b.sleeper("app", resources=given))
+    before = (await rt.container_status(app)).resources
+    wanted = LinuxResources(cpu_period=100_000, cpu_quota=20_000, cpu_shares=204, memory_limit_bytes=64 << 20)
+    await rt.update_container_resources(app, wanted)
+    after = (await rt.container_status(app)).resources
+    assert before is not None and after is not None
+    assert (before.cpu_quota, before.cpu_shares, before.memory_limit_bytes) == (10_000, 102, 32 << 20)
+    assert (after.cpu_period, after.cpu_quota, after.cpu_shares, after.memory_limit_bytes) == (
+        100_000, 20_000, 204, 64 << 20)
+    with pytest.raises(RuntimeError_):
+        await rt.update_container_resources(MISSING_ID, wanted)
+    await rt.stop_container(app, 0)
+    await rt.remove_pod_sandbox(sandbox_id)
+
+
 CHECKS: dict[str, Callable[[Backend], Awaitable[None]]] = {
     check.__name__: check
     for check in (
@@ -307,5 +330,6 @@ CHECKS: dict[str, Callable[[Backend], Awaitable[None]]] = {
         summaries,
         not_found,
         version_and_config,
+        resources_updated_and_read_back,
     )
 }

@@ -28,6 +28,7 @@ from cri.types import (
     ContainerStats,
     ContainerStatus,
     Image,
+    LinuxResources,
     PodMeta,
     PodSandboxStatus,
     SandboxState,
@@ -114,7 +115,28 @@ def container_status(inspect: Mapping[str, Any], image_inspect: dict[str, Any] |
         annotations=annotations,
         log_path=docker_labels.get(LABEL_LOG_PATH, ""),
         pid=int(state.get("Pid") or 0),
+        resources=container_resources(inspect.get("HostConfig") or {}),
     )
+
+
+def container_resources(host_config: Mapping[str, Any]) -> LinuxResources:
+    """The CPU and memory settings the Engine holds for the container (cri-dockerd's ContainerStatus resources),
+    as `docker update` last changed them."""
+    return LinuxResources(
+        cpu_period=int(host_config.get("CpuPeriod") or 0),
+        cpu_quota=int(host_config.get("CpuQuota") or 0),
+        cpu_shares=int(host_config.get("CpuShares") or 0),
+        memory_limit_bytes=int(host_config.get("Memory") or 0),
+    )
+
+
+def update_body(resources: LinuxResources) -> dict[str, int]:
+    """`POST /containers/{id}/update`: the CPU fields, and the memory limit with the same swap limit (no swap
+    on top of it, as at create)."""
+    body = {"CpuPeriod": resources.cpu_period, "CpuQuota": resources.cpu_quota, "CpuShares": resources.cpu_shares}
+    if resources.memory_limit_bytes > 0:
+        body["Memory"] = body["MemorySwap"] = resources.memory_limit_bytes
+    return body
 
 
 def _image_name(inspect: Mapping[str, Any], image_inspect: Mapping[str, Any] | None) -> str:

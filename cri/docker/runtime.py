@@ -47,6 +47,7 @@ from cri.types import (
     ContainerStatus,
     ExecResult,
     Image,
+    LinuxResources,
     ObjectSummary,
     PodSandboxConfig,
     PodSandboxStatus,
@@ -345,6 +346,12 @@ class DockerRuntime:
     async def container_status(self, container_id: str) -> ContainerStatus:
         inspect = await self._inspect(container_id)
         return convert.container_status(inspect, await self._image_inspect(str(inspect.get("Image", ""))))
+
+    async def update_container_resources(self, container_id: str, resources: LinuxResources) -> None:
+        """`POST /containers/{id}/update` with the CPU and memory fields, as cri-dockerd's
+        UpdateContainerResources; the Engine's refusal (a memory limit the kernel cannot reclaim down to, ...)
+        raises RuntimeError_ with its message."""
+        await self._client.post(f"containers/{container_id}/update", convert.update_body(resources))
 
     async def list_summaries(self) -> list[ObjectSummary]:
         body = await self._client.get_bytes(

@@ -310,7 +310,17 @@ def container_status(status: pb.ContainerStatus, sandbox_id: str) -> ContainerSt
         labels=labels,
         annotations=dict(status.annotations),
         log_path=status.log_path,
+        resources=status_resources(status),
     )
+
+
+def status_resources(status: pb.ContainerStatus) -> LinuxResources | None:
+    """ContainerStatus.resources.linux: what the runtime says the container runs with (None when it does not)."""
+    if not status.HasField("resources") or not status.resources.HasField("linux"):
+        return None
+    linux = status.resources.linux
+    return LinuxResources(cpu_period=linux.cpu_period, cpu_quota=linux.cpu_quota, cpu_shares=linux.cpu_shares,
+                          memory_limit_bytes=linux.memory_limit_in_bytes)
 
 
 def summary_of_sandbox(item: pb.PodSandbox) -> ObjectSummary:

@@ -12,7 +12,7 @@ import psutil
 
 from cgroups.container_resources import container_linux_resources
 from cgroups.detect import detect_cgroup_version
-from cgroups.driver import CgroupBusyError, CgroupDriver, CgroupError
+from cgroups.driver import CgroupBusyError, CgroupDriver, CgroupError, ResourceConfig
 from cgroups.manager import CgroupManager
 from cgroups.naming import Naming
 from cgroups.oom import SANDBOX_OOM_SCORE_ADJ, clamp_oom_score_adj, detect_min_oom_score_adj
@@ -119,6 +119,41 @@ class PodCgroups:
             pod, container, self.memory_capacity, self.min_oom_score_adj,
             cpu_cfs_quota=self._cpu_cfs_quota, period_us=self._cpu_period_us,
         )
+
+    # in-place resize: the pod cgroup read and written by the pod worker (worker/resize.py)
+    def pod_cgroup_config(self, pod: PodView) -> ResourceConfig | None:
+        return self.manager.pod_config(pod) if self.manager is not None else None
+
+    def _pod_literal(self, pod: PodView) -> str | None:
+        if self.manager is None:
+            return None
+        literal = self.manager.literal(self.manager.pod_cgroup_name(pod))
+        return literal if self.manager.driver.exists(literal) else None
+
+    def read_pod_cgroup(self, pod: PodView) -> ResourceConfig | None:
+        literal = self._pod_literal(pod)
+        if literal is None or self.manager is None:
+            return None
+        try:
+            return self.manager.driver.read_config(literal)
+        except (OSError, ValueError) as e:
+            log.warning("reading the pod cgroup failed", extra={"kv": {"pod": pod.format_pod, "err": str(e)}})
+            return None
+
+    def set_pod_cgroup(self, pod: PodView, config: ResourceConfig) -> None:
+        literal = self._pod_literal(pod)
+        if literal is None or self.manager is None:
+            raise CgroupError(f"the cgroup of pod {pod.format_pod} does not exist")
+        self.manager.driver.update(literal, config)
+
+    def pod_memory_usage(self, pod: PodView) -> int | None:
+        if self.manager is None:
+            return None
+        try:
+            usage = self.manager.pod_usage(pod.uid)
+        except (OSError, ValueError):
+            return None
+        return usage.memory_usage_bytes if usage is not None else None
 
     def sandbox_resources(self) -> LinuxResources:
         return LinuxResources(oom_score_adj=clamp_oom_score_adj(SANDBOX_OOM_SCORE_ADJ, self.min_oom_score_adj))

@@ -15,6 +15,12 @@ from minikubelet.base.podview import Pod, PodView
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics, admission_rejection_reason
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
+from minikubelet.pod.allocation import (
+    TRIGGER_POD_TERMINATED,
+    TRIGGER_PODS_ADDED,
+    TRIGGER_PODS_REMOVED,
+    AllocationManager,
+)
 from minikubelet.sources.merge import PodOp, PodUpdate
 from minikubelet.status.generate import TERMINAL_PHASES
 from minikubelet.status.manager import StatusManager
@@ -75,16 +81,25 @@ class PodManager:
         self._rejected: set[str] = set()
         self.runtime_only: set[str] = set()  # uids of runtime pods no source knows, stopped by adopt_orphans
         self.mirror_count: Callable[[], int] = lambda: 0  # joined: the mirror pods the API source sees
+        self.allocation: AllocationManager | None = None  # in-place resize: admission keeps the allocation
 
     # --- updates from the source merge ----------------------------------------------------
     def handle(self, update: PodUpdate) -> None:
+        allocation = self.allocation
         if update.op is PodOp.REMOVE:
             for p in update.pods:
                 self._remove(p)
+            if allocation is not None:
+                allocation.retry_pending_resizes(TRIGGER_PODS_REMOVED)
         elif update.op is PodOp.ADD:
             for p in update.pods:
                 self.desired[podview.uid(p)] = p
                 self._admit(p)
+            if allocation is not None:
+                # upstream: the resizes of the pods already running are tried once every pod of the batch is in
+                allocation.conditions.backfill(update.pods)
+                if allocation.has_pending_resizes():
+                    allocation.retry_pending_resizes(TRIGGER_PODS_ADDED)
         else:
             for p in update.pods:
                 uid = podview.uid(p)
@@ -96,7 +111,12 @@ class PodManager:
                     if prev is not None and not _differs_semantically(prev, p) and not _has_readiness_gates(p):
                         # e.g. our own status write coming back through the API watch: no sync for it
                         self.workers.reconcile_pod(p)
+                        if (allocation is not None and allocation.has_pending_resizes() and _terminal_phase(p)
+                                and not _terminal_phase(prev)):
+                            allocation.retry_pending_resizes(TRIGGER_POD_TERMINATED)
                     else:
+                        if allocation is not None:
+                            allocation.pod_updated(prev, p)
                         self.workers.update_pod(p, kill=_deletion_kill(p))
 
     def _remove(self, pod: Pod) -> None:
@@ -104,6 +124,8 @@ class PodManager:
         self.desired.pop(uid, None)
         self._waiting.pop(uid, None)
         self._refetching.discard(uid)
+        if self.allocation is not None:
+            self.allocation.remove_pod(uid)
         if uid in self._rejected:
             self._rejected.discard(uid)
             self.statuses.remove_pod(uid)
@@ -141,7 +163,8 @@ class PodManager:
             if blocker_uid not in self.desired:
                 self.workers.remove_pod(blocker_uid)
             return
-        result = can_admit_pod(self.admit_handlers, pod, [p for p in self.active_pods() if podview.uid(p) != uid])
+        result = self.allocation.add_pod(pod) if self.allocation is not None else can_admit_pod(
+            self.admit_handlers, pod, [p for p in self.active_pods() if podview.uid(p) != uid])
         if not result.admit and result.refetch_node and not refetched and self.refetch_node is not None:
             self._refetching.add(uid)
             self.refetch_node(uid)
@@ -155,6 +178,8 @@ class PodManager:
             self._reject(pod, result.reason, result.message)
             return
         self.workers.update_pod(pod)
+        if self.allocation is not None:
+            self.allocation.pod_added(pod)
 
     def active_pods(self) -> list[Pod]:
         """upstream GetActivePods (filterOutInactivePods over the pod manager's pods): the pods the sources

@@ -11,14 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cri.types import ContainerState, ContainerStatus
+from cri.types import ContainerState, ContainerStatus, LinuxResources
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import ContainerKind, ContainerView, PodView, VolumeMount
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
+from minikubelet.status.container_resources import status_resources
 from minikubelet.status.pod_resources import pod_resources_status
 from probes.result import ProbeResults, Result
 
 OWNED_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
+RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
@@ -39,6 +41,10 @@ class StatusInputs:
     # (phase, reason, message) forced by the agent itself, e.g. DeadlineExceeded
     override: tuple[str, str, str] | None = None
     container_id_scheme: str = "docker://"  # the runtime's, from RuntimeVersion
+    # in-place resize: the pod's PodResizePending / PodResizeInProgress conditions, and what each container was
+    # last given (container name -> {"requests", "limits"}; the memory request no runtime reports)
+    resize_conditions: Sequence[Mapping[str, Any]] = ()
+    actuated: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)
 
 
 # ---- typed container statuses ------------------------------------------------------------
@@ -127,6 +133,10 @@ class ContainerStatusValue:
     container_id: str  # "" before the runtime knows the container
     spec: ContainerView
     known: bool = True  # the runtime has (or had) this container: only then are its resources reported
+    running: bool = False
+    runtime_resources: LinuxResources | None = None  # what the runtime says the container runs with
+    actuated: Mapping[str, Mapping[str, str]] | None = None  # what the agent last gave it
+    old_resources: Mapping[str, Any] | None = None  # the last status's, when it showed this container running
 
     def render(self) -> dict[str, Any]:
         cs: dict[str, Any] = {
@@ -146,12 +156,8 @@ class ContainerStatusValue:
             # upstream convertToAPIContainerStatuses: only for containers the runtime reported
             if c.requests:
                 cs["allocatedResources"] = dict(c.requests)
-            resources = {}
-            if c.limits is not None:
-                resources["limits"] = dict(c.limits)
-            if c.requests is not None:
-                resources["requests"] = dict(c.requests)
-            cs["resources"] = resources
+            cs["resources"] = status_resources(c.requests, c.limits, self.running, self.runtime_resources,
+                                               self.actuated, self.old_resources)
         mounts = [_render_mount(m) for m in c.volume_mounts]
         if mounts:
             cs["volumeMounts"] = mounts
@@ -261,10 +267,13 @@ def _container_status(
             ready = inp.probes.readiness.get(latest.id) is Result.SUCCESS
         else:
             ready = True
+    old_running = old is not None and "running" in (old.get("state") or {}) and old.get("containerID") == container_id
     return ContainerStatusValue(
         name=c.name, kind=c.kind, state=state, last_state=last, ready=ready, started=started,
         restart_count=restart_count, image=image, image_id=image_id, container_id=container_id, spec=c,
-        known=known,
+        known=known, running=running, runtime_resources=latest.resources if latest is not None else None,
+        actuated=inp.actuated.get(c.name), old_resources=old.get("resources") if old is not None and old_running
+        else None,
     )
 
 
@@ -498,13 +507,15 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
     foreign = [
         c
         for c in api_status.get("conditions") or []
-        if isinstance(c, dict) and c.get("type") not in OWNED_CONDITIONS
+        if isinstance(c, dict) and c.get("type") not in OWNED_CONDITIONS and c.get("type") not in RESIZE_CONDITIONS
     ]
     sandbox_needed, _ = inp.state.sandbox_changed(pod.host_network)
     cr = containers_ready(pod, inits, apps, phase)
     # upstream: the conditions other owners set come first; a DisruptionTarget set at eviction or node
     # shutdown is carried over; then the kubelet's own
     carried = list(foreign)
+    if not inp.pod_is_terminal:  # upstream determinePodResizeStatus: none for a terminal pod
+        carried += [dict(c) for c in inp.resize_conditions]
     disruption = old_conds.get("DisruptionTarget")
     if disruption is not None:  # ReplaceOrAppendPodCondition
         at = next((i for i, c in enumerate(carried) if c.get("type") == "DisruptionTarget"), None)

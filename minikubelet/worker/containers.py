@@ -23,6 +23,7 @@ from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.metrics_node import VolumeCountCollector
+from minikubelet.runtime.resource_checkpoint import PodResourceCheckpoint
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from minikubelet.volumes.manager import (
     VolumeError,
@@ -52,6 +53,7 @@ from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.log_files import LogFiles
 from minikubelet.worker.planner import backoff_key
 from minikubelet.worker.pod_state import PodSyncState
+from minikubelet.worker.resize_plan import effective_requirements
 from minikubelet.worker.security_context import DEFAULT_OPTIONS, SecurityContextError, SecurityOptions
 
 if TYPE_CHECKING:  # the API client is imported only by a node that joins a cluster
@@ -91,6 +93,7 @@ class Containers:
         self._cluster_domain = dns.cluster_domain if dns is not None else ""
         self.mounter = mounter or host_mounter()  # tmpfs for memory-backed volumes
         self.objects: PodObjectSource | None = None  # joined: ConfigMaps, Secrets and Services from the API server
+        self.actuated: PodResourceCheckpoint | None = None  # what each container was given (in-place resize)
 
     async def pod_objects(self, view: PodView) -> PodObjects:
         """The ConfigMaps, Secrets and Service env this sync of the pod uses (nothing on a standalone node)."""
@@ -104,6 +107,16 @@ class Containers:
         self._recorder.pod_event(view.raw, "Warning", ev.FAILED, event_message or f"Error: {reason}", c.name)
         self._metrics.started_containers_errors.labels(container_type(c), reason).inc()
         return ""
+
+    def _record_actuated(self, view: PodView, c: ContainerView) -> None:
+        """upstream setActuatedContainerResources after the create: the container runs with its allocation."""
+        if self.actuated is None:
+            return
+        try:
+            self.actuated.set_container(view.uid, c.name, effective_requirements(view, c))
+        except OSError as e:
+            log.error("recording a container's resources failed",
+                      extra={"kv": {"pod": view.format_pod, "container": c.name, "err": str(e)}})
 
     async def start(self, view: PodView, c: ContainerView, state: PodRuntimeState, st: PodSyncState,
                     reported: dict[str, Any] | None) -> str:
@@ -193,6 +206,7 @@ class Containers:
         except CreateContainerError as e:
             return self._fail_start(view, c, st, "CreateContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.CREATED, "Container created", name)
+        self._record_actuated(view, c)
         if self.cgroups is not None:
             self.cgroups.container_created(view, cid)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from cgroups.driver import ResourceConfig
 from cri.types import ContainerStatus, LinuxResources
 from minikubelet.base.podview import ContainerView, PodView
 from probes.result import ProbeResults
@@ -41,3 +42,15 @@ class CgroupSource(Protocol):
     def remove_pod(self, uid: str) -> None: ...
 
     def qos_class(self, pod: PodView) -> str: ...
+
+    def pod_cgroup_config(self, pod: PodView) -> ResourceConfig | None:
+        """What the pod's cgroup should hold for its (allocated) resources; None without pod cgroups."""
+
+    def read_pod_cgroup(self, pod: PodView) -> ResourceConfig | None:
+        """What the pod's cgroup holds now; None without pod cgroups (or before it exists)."""
+
+    def set_pod_cgroup(self, pod: PodView, config: ResourceConfig) -> None:
+        """Write these settings to the pod's cgroup (OSError when the kernel refuses)."""
+
+    def pod_memory_usage(self, pod: PodView) -> int | None:
+        """The pod cgroup's memory usage in bytes; None when it cannot be read."""

@@ -13,6 +13,7 @@ from cri.types import ContainerState, ContainerStatus
 from minikubelet.base.podview import ContainerView, PodView
 from minikubelet.runtime.state import PodRuntimeState, hash_of
 from minikubelet.worker.backoff import pod_key_prefix
+from minikubelet.worker.resize_plan import ActuatedLookup, ResizeActions, compute_container_resize
 from probes.result import ProbeResults, Result
 
 REASON_LIVENESS = "LivenessProbe"
@@ -37,6 +38,7 @@ class PodActions:
     init_to_start: list[str] = field(default_factory=list)
     containers_to_start: list[str] = field(default_factory=list)
     containers_to_kill: dict[str, KillContainer] = field(default_factory=dict)
+    resize: ResizeActions = field(default_factory=ResizeActions)  # running containers to resize in place
 
     @property
     def idle(self) -> bool:
@@ -46,6 +48,7 @@ class PodActions:
             or self.init_to_start
             or self.containers_to_start
             or self.containers_to_kill
+            or not self.resize.idle
         )
 
 
@@ -91,7 +94,13 @@ def _any_regular_created(pod: PodView, state: PodRuntimeState) -> bool:
     return any(state.latest(c.name) is not None for c in pod.app_containers)
 
 
-def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResults) -> PodActions:
+def _restart_for_resize(name: str, status: ContainerStatus) -> KillContainer:
+    return KillContainer(status.id, name, f"Container {name} resize requires restart")
+
+
+def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResults,
+                        actuated: ActuatedLookup | None = None) -> PodActions:
+    """`actuated`: what each container was last given (None: no in-place resize is planned)."""
     create, attempt = state.sandbox_changed(pod.host_network)
     sandbox = state.sandbox
     actions = PodActions(
@@ -121,7 +130,7 @@ def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResul
         actions.containers_to_start = to_start
         return actions
 
-    initialized = _compute_init_actions(pod, state, probes, actions)
+    initialized = _compute_init_actions(pod, state, probes, actions, actuated)
     if actions.kill_pod or not initialized:
         return actions
 
@@ -147,6 +156,11 @@ def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResul
             message, reason = f"Container {cname} failed liveness probe", REASON_LIVENESS
         elif probes.startup.get(status.id) is Result.FAILURE:
             message, reason = f"Container {cname} failed startup probe", REASON_STARTUP
+        elif actuated is not None and not compute_container_resize(pod, c, status, actuated, actions.resize):
+            # its resize policy restarts it with the new resources
+            actions.containers_to_kill[status.id] = _restart_for_resize(cname, status)
+            actions.containers_to_start.append(cname)
+            continue
         else:
             keep += 1
             continue
@@ -161,7 +175,8 @@ def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResul
     return actions
 
 
-def _compute_init_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResults, actions: PodActions) -> bool:
+def _compute_init_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResults, actions: PodActions,
+                          actuated: ActuatedLookup | None = None) -> bool:
     inits = pod.init_containers
     if not inits:
         return True
@@ -193,9 +208,13 @@ def _compute_init_actions(pod: PodView, state: PodRuntimeState, probes: ProbeRes
             actions.init_to_start.append(cname)
         elif status.state is ContainerState.RUNNING:
             if sidecar:
-                _sidecar_running(c, i, status, probes, actions, previously, inits)
+                _sidecar_running(pod, c, i, status, probes, actions, previously, inits, actuated)
                 if i == last and _sidecar_started(c, status, probes):
                     initialized = True
+            elif actuated is not None:
+                # InPlacePodVerticalScalingInitContainers: a running init container is resized in place (the API
+                # refuses RestartContainer for it)
+                compute_container_resize(pod, c, status, actuated, actions.resize)
         elif status.state is ContainerState.EXITED:
             if sidecar:
                 actions.init_to_start.append(cname)
@@ -235,6 +254,7 @@ def _sidecar_started(c: ContainerView, status: ContainerStatus, probes: ProbeRes
 
 
 def _sidecar_running(
+    pod: PodView,
     c: ContainerView,
     i: int,
     status: ContainerStatus,
@@ -242,6 +262,7 @@ def _sidecar_running(
     actions: PodActions,
     previously: bool,
     inits: tuple[ContainerView, ...],
+    actuated: ActuatedLookup | None = None,
 ) -> None:
     cname = c.name
     if c.startup_probe is not None:
@@ -266,6 +287,10 @@ def _sidecar_running(
         actions.containers_to_kill[status.id] = KillContainer(
             status.id, cname, f"Init container {cname} failed liveness probe", REASON_LIVENESS
         )
+        actions.init_to_start.append(cname)
+        return
+    if actuated is not None and not compute_container_resize(pod, c, status, actuated, actions.resize):
+        actions.containers_to_kill[status.id] = _restart_for_resize(cname, status)
         actions.init_to_start.append(cname)
 
 

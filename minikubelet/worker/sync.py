@@ -17,10 +17,13 @@ from minikubelet.base.kubetime import parse_time
 from minikubelet.base.podview import PodView
 from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
+from minikubelet.events import resize as resize_events
 from minikubelet.metrics import Metrics
+from minikubelet.runtime.resource_checkpoint import PodResourceCheckpoint
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from minikubelet.status.generate import StatusInputs, compute_status
 from minikubelet.status.manager import StatusManager
+from minikubelet.status.resize_conditions import ERROR, ResizeConditions
 from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path, unmount_pod_volumes
 from minikubelet.worker.backoff import Backoff, pod_key_prefix
 from minikubelet.worker.containers import Containers
@@ -37,6 +40,8 @@ from minikubelet.worker.planner import (
     compute_pod_actions,
 )
 from minikubelet.worker.pod_state import PodSyncState
+from minikubelet.worker.resize import PodResize, ResizeError
+from minikubelet.worker.resize_plan import ActuatedLookup, ResizeActions, resize_in_progress
 from minikubelet.worker.termination_order import TerminationOrdering
 from probes.result import ProbeResults
 
@@ -67,6 +72,12 @@ class PodSyncer:
         self._host_ip = host_ip
         self.container_id_scheme = "docker://"  # set from the runtime's version at start-up
         self.network_errors: Callable[[], tuple[str, ...]] | None = None  # the pod network's, when it has one
+        # in-place resize (set by the agent): what each container was last given, the resize conditions, the
+        # executor, and who to tell when a resize completed (pending ones may fit now)
+        self.actuated: PodResourceCheckpoint | None = None
+        self.resize_conditions: ResizeConditions | None = None
+        self.resizer: PodResize | None = None
+        self.on_resize_completed: Callable[[], None] | None = None
 
     @property
     def cgroups(self) -> CgroupSource | None:
@@ -96,6 +107,7 @@ class PodSyncer:
             st.override = ("Failed", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             self._recorder.pod_event(pod, "Normal", ev.DEADLINE_EXCEEDED, DEADLINE_MESSAGE)
             return KillPodOptions()
+        self._track_resize(view, state)
         # upstream SyncPod sets the status from what it observed before it touches the runtime: the first
         # status (and its startTime) comes before the sandbox, and an exit shows before anything is stopped
         status = await self.publish(view, state, st, terminal=False)
@@ -110,9 +122,11 @@ class PodSyncer:
         for c in view.init_containers:  # the pod start SLI leaves out the init containers' run time
             if c.kind == "init" and (done := state.latest(c.name)) is not None and done.finished_at:
                 self._metrics.pod_startup.init_container_finished(uid, done.finished_at)
-        actions = compute_pod_actions(view, state, self._probe_results(uid))
+        actions = compute_pod_actions(view, state, self._probe_results(uid), self._actuated_lookup(uid))
         if not actions.idle:
             state = await self._execute(view, actions, state, st) or await self.observe(uid)
+            if not actions.resize.idle:
+                self._track_resize(view, state)
             status = await self.publish(view, state, st, terminal=False)
         await self._remove_unused_sandboxes(state)
         self._after_sync(view, state, st)
@@ -187,6 +201,8 @@ class PodSyncer:
                     return None
                 fresh = False
             started.append(cid)
+        if not actions.resize.idle:
+            await self._resize(view, actions.resize)
         for name in actions.containers_to_start:
             c = view.find(name)
             if c is not None:
@@ -200,6 +216,46 @@ class PodSyncer:
         except NotFoundError:  # gone already (removed from outside): the relist says what is left
             return None
         return PodRuntimeState(uid, list(state.sandboxes), list(statuses))
+
+    # --- in-place resize ----------------------------------------------------------------------
+    def _actuated_lookup(self, uid: str) -> ActuatedLookup | None:
+        actuated = self.actuated
+        if actuated is None:
+            return None
+        return lambda name: actuated.container(uid, name)
+
+    def _track_resize(self, view: PodView, state: PodRuntimeState) -> None:
+        """upstream SyncPod: PodResizeInProgress while a running container's actuated resources differ from its
+        allocation; once they agree the condition goes, with a ResizeCompleted event."""
+        conditions, lookup = self.resize_conditions, self._actuated_lookup(view.uid)
+        if conditions is None or lookup is None:
+            return
+        if resize_in_progress(view, state, lookup):
+            conditions.set_in_progress(view.uid, "", "", view.generation or 0)
+            return
+        generation, cleared = conditions.clear_in_progress(view.uid)
+        if cleared:
+            self._recorder.pod_event(view.raw, "Normal", resize_events.RESIZE_COMPLETED,
+                                     resize_events.resize_completed(view.raw, generation))
+            if self.on_resize_completed is not None:
+                self.on_resize_completed()
+
+    async def _resize(self, view: PodView, actions: ResizeActions) -> None:
+        """doPodResizeAction; a refusal becomes PodResizeInProgress with reason Error and a ResizeError event
+        (the next sync tries again)."""
+        if self.resizer is None:
+            return
+        self.resizer.cgroups = self.cgroups  # known once the runtime named its cgroup driver
+        try:
+            await self.resizer.run(view, actions)
+        except ResizeError as e:
+            log.warning("pod resize failed", extra={"kv": {"pod": view.format_pod, "err": str(e)}})
+            if self.resize_conditions is None:
+                return
+            generation, updated = self.resize_conditions.set_in_progress(view.uid, ERROR, str(e), view.generation or 0)
+            if updated:
+                self._recorder.pod_event(view.raw, "Warning", resize_events.RESIZE_ERROR,
+                                         resize_events.resize_error(view.raw, generation, str(e)))
 
     async def _remove_unused_sandboxes(self, state: PodRuntimeState) -> None:
         """The pod's sandboxes that are not its newest, not ready and hold no container (upstream evictSandboxes'
@@ -255,6 +311,11 @@ class PodSyncer:
             running = {name_of(c): c for c in state.running()}
             self._probes.update_pod(view, state.sandbox.ip or self._host_ip, running)
         cgroups = self.cgroups
+        conditions = self.resize_conditions
+        if conditions is not None and terminal:  # upstream determinePodResizeStatus
+            conditions.clear_in_progress(uid)
+            conditions.clear_pending(uid)
+        actuated = self.actuated.get(uid) if self.actuated is not None else None
         status = compute_status(
             StatusInputs(
                 pod=view,
@@ -269,6 +330,8 @@ class PodSyncer:
                 pod_is_terminal=terminal,
                 override=st.override,
                 container_id_scheme=self.container_id_scheme,
+                resize_conditions=tuple(conditions.conditions(uid)) if conditions is not None else (),
+                actuated=actuated.containers if actuated is not None else {},
             )
         )
         if status_fn is not None:
@@ -413,6 +476,10 @@ class PodSyncer:
                 log.warning("pod cgroup removal failed", extra={"kv": {"uid": uid, "err": str(e)}})
         self._backoff.forget_prefix(pod_key_prefix(view.name, view.namespace, uid))
         self._images.forget_pod(uid)
+        if self.actuated is not None:
+            self.actuated.remove(uid)
+        if self.resize_conditions is not None:
+            self.resize_conditions.remove(uid)
         self._statuses.remove_pod(uid)
         if self.containers.objects is not None:
             self.containers.objects.release(uid)  # upstream UnregisterPod: its ConfigMap/Secret watches may stop

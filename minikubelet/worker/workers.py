@@ -236,6 +236,8 @@ class PodWorkers:
         self._on_finished = on_finished
         self._workers: dict[str, PodWorker] = {}
         self._closing = False
+        # upstream UpdatePod runs a pod as allocated (in-place resize: the admitted resources, not the spec's)
+        self.allocated: Callable[[Pod], Pod] = lambda pod: pod
 
     def get(self, uid: str) -> PodWorker | None:
         return self._workers.get(uid)
@@ -256,6 +258,7 @@ class PodWorkers:
     def update_pod(self, pod: Pod, kill: KillPodOptions | None = None, adopted: bool = False) -> PodWorker:
         """Start a worker for a new pod, hand a new version to a running one, or kill it."""
         uid = podview.uid(pod)
+        pod = self.allocated(pod)
         w = self._workers.get(uid)
         if w is None:
             w = self._start(pod, adopted)
@@ -272,7 +275,7 @@ class PodWorkers:
         object (its status carries other owners' conditions) for its next sync, which is not brought forward."""
         w = self._workers.get(podview.uid(pod))
         if w is not None:
-            w.update(pod, sync=False)
+            w.update(self.allocated(pod), sync=False)
 
     def remove_pod(self, uid: str) -> None:
         w = self._workers.get(uid)

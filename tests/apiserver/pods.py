@@ -10,9 +10,11 @@ import json
 import secrets
 from typing import Any
 
+from cgroups.qos import compute_qos_class
 from minikubelet.api.defaults import apply_defaults
 from minikubelet.api.field import FieldError
 from minikubelet.api.validation import validate_pod
+from minikubelet.base.podview import PodView
 
 Json = dict[str, Any]
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -86,24 +88,9 @@ def _tolerates(t: Json, key: str) -> bool:
 
 
 def qos_class(pod: Json) -> str:
-    """v1qos.GetPodQOS over init and app containers."""
-    requests: dict[str, object] = {}
-    limits: dict[str, object] = {}
-    guaranteed = True
-    spec = pod.get("spec") or {}
-    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-        res = c.get("resources") or {}
-        req = {k: v for k, v in (res.get("requests") or {}).items() if k in ("cpu", "memory")}
-        lim = {k: v for k, v in (res.get("limits") or {}).items() if k in ("cpu", "memory")}
-        requests.update(req)
-        limits.update(lim)
-        if set(lim) != {"cpu", "memory"}:
-            guaranteed = False
-        if any(req.get(k) is not None and lim.get(k) is not None and str(req[k]) != str(lim[k]) for k in req):
-            guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
+    """v1qos.ComputePodQOS (PodLevelResources on): pod-level resources when set, else the containers'; quantities
+    compared by value."""
+    return compute_qos_class(PodView.of(pod))
 
 
 def prepare_create(pod: Json) -> Json:

@@ -10,7 +10,7 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.apiserver import admission, errors, openapi, pods, services, workloads
+from tests.apiserver import admission, errors, openapi, pod_resize, pods, services, workloads
 from tests.apiserver.auth import User
 from tests.apiserver.patch import PatchError, json_merge, strategic_merge
 from tests.apiserver.resources import ZERO, Resource, resource
@@ -257,7 +257,11 @@ class Registry:
         md["name"] = name
         if res.namespaced:
             md["namespace"] = old["metadata"]["namespace"]
-        if sub in ("status", "approval"):
+        if res.plural == "pods" and sub == "resize":
+            new = pod_resize.prepare_update(new, old)
+            if causes := pod_resize.validate(new, old):
+                raise errors.invalid(res, name, causes)
+        elif sub in ("status", "approval"):
             kept = copy.deepcopy(old)
             kept["metadata"] = md
             if res.plural == "pods":

@@ -223,6 +223,64 @@ async def test_systemd_cgroup_driver_makes_the_slices(lab: Lab) -> None:
     assert (await read_files(guest, ctr, "memory.max"))["memory.max"] == f"{64 * MiB}"
 
 
+def guaranteed(cpu: int, mem: int) -> dict[str, Any]:
+    both = {"cpu": f"{cpu}m", "memory": f"{mem}Mi"}
+    return {"requests": dict(both), "limits": dict(both)}
+
+
+async def resize_in_place(lab: Lab, guest: Guest, name: str) -> None:
+    """Resize the running Guaranteed pod `name` (100m/32Mi) up then down; at every poll where the status shows the
+    new values, the container's and the pod's cgroup v2 files must hold them already."""
+    admin = lab.api.admin()
+    p = await running_pod(lab, guest, name)
+    first = p["status"]["containerStatuses"][0]
+    ctr = await container_cgroup(guest, name)
+    pod_dir = ctr.rsplit("/", 1)[0]
+
+    async def kernel() -> tuple[dict[str, str], dict[str, str]]:
+        return (await read_files(guest, ctr, "cpu.max", "memory.max"),
+                await read_files(guest, pod_dir, "cpu.max", "memory.max"))
+
+    async def step(generation: int, cpu: int, mem: int) -> dict[str, Any]:
+        want = {"cpu.max": f"{cpu * 100} 100000", "memory.max": f"{mem * MiB}"}
+        await admin.patch("pods", name, {"spec": {"containers": [{"name": "main", **guaranteed(cpu, mem)}]}},
+                          "default", sub="resize")
+
+        async def in_force() -> dict[str, Any] | None:
+            got = await admin.get("pods", name, "default")
+            status = got["status"]["containerStatuses"][0]
+            if status.get("resources") != guaranteed(cpu, mem) or got["status"].get("observedGeneration") != generation:
+                return None
+            assert await kernel() == (want, want), f"{guest.name}: the status is ahead of the kernel"
+            return got
+
+        return await wait_for(f"{name} resized to {cpu}m/{mem}Mi", in_force, 60, interval=0.5)
+
+    start = {"cpu.max": "10000 100000", "memory.max": f"{32 * MiB}"}
+    assert await kernel() == (start, start)
+    for generation, (cpu, mem) in enumerate(((200, 64), (150, 48)), start=2):
+        p = await step(generation, cpu, mem)
+        status = p["status"]["containerStatuses"][0]
+        assert (status["containerID"], status["restartCount"]) == (first["containerID"], 0)
+        assert status["allocatedResources"] == guaranteed(cpu, mem)["requests"]
+        assert not {c["type"] for c in p["status"]["conditions"]} & {"PodResizePending", "PodResizeInProgress"}
+
+
+async def test_in_place_resize_reaches_the_cgroup_v2_files(lab: Lab) -> None:
+    """Issue 30: a resize through pods/resize is written to cpu.max and memory.max of the container and of the pod,
+    on both cgroup drivers (lab-1 cgroupfs, lab-2 systemd), without a restart; the status reports the new values
+    only once the kernel holds them."""
+    admin = lab.api.admin()
+    for guest in lab.guests:
+        await admin.create(pod(f"resize-{guest.name}", guest.name, "sleep 3600", guaranteed(100, 32)))
+    for guest in lab.guests:
+        await resize_in_place(lab, guest, f"resize-{guest.name}")
+    for guest in lab.guests:
+        await admin.delete("pods", f"resize-{guest.name}", "default")
+    for guest in lab.guests:
+        await wait_for(f"resize-{guest.name} deleted", functools.partial(pod_gone, admin, f"resize-{guest.name}"), 120)
+
+
 async def test_oom_kill_seen_in_memory_events(lab: Lab) -> None:
     guest = lab.guests[0]
     admin = lab.api.admin()

@@ -1,0 +1,58 @@
+"""The allocated/actuated checkpoint (upstream state_checkpoint_test.go Test_stateCheckpoint_storeState): what one
+agent writes the next one reads; a corrupt file is set aside, not trusted and not fatal."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from minikubelet.runtime.resource_checkpoint import PodResourceCheckpoint, PodResourceInfo
+
+
+def test_written_state_is_read_by_the_next_agent(tmp_path: Path) -> None:
+    path = tmp_path / "allocated_pods_state"
+    first = PodResourceCheckpoint(str(path))
+    first.restore()  # no file yet: empty
+    first.set("uid-1", PodResourceInfo({"app": {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}},
+                                       {"limits": {"memory": "1Gi"}}))
+    first.set_container("uid-2", "side", {"requests": {"memory": "32Mi"}})
+    second = PodResourceCheckpoint(str(path))
+    second.restore()
+    assert second.container("uid-1", "app") == {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m"}}
+    assert second.pod_level("uid-1") == {"limits": {"memory": "1Gi"}}
+    assert second.container("uid-2", "side") == {"requests": {"memory": "32Mi"}}
+    assert sorted(second.uids()) == ["uid-1", "uid-2"]
+    second.remove("uid-1")
+    second.remove_orphans(["uid-3"])
+    third = PodResourceCheckpoint(str(path))
+    third.restore()
+    assert third.uids() == []
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_unchanged_state_is_not_written_again(tmp_path: Path) -> None:
+    path = tmp_path / "state"
+    cp = PodResourceCheckpoint(str(path))
+    cp.set_container("u", "c", {"requests": {"cpu": "1"}})
+    inode = path.stat().st_ino
+    cp.set_container("u", "c", {"requests": {"cpu": "1"}})  # the same again: no new file replaces it
+    assert path.stat().st_ino == inode
+    cp.set_container("u", "c", {"requests": {"cpu": "2"}})
+    assert path.stat().st_ino != inode
+
+
+@pytest.mark.parametrize("content", [
+    "not json",
+    json.dumps({"data": json.dumps({"u": {"containers": {}}}), "checksum": "0" * 64}),  # checksum mismatch
+    json.dumps({"data": "[]", "checksum": __import__("hashlib").sha256(b"[]").hexdigest()}),  # wrong shape
+])
+def test_a_corrupt_checkpoint_is_set_aside(tmp_path: Path, content: str, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "allocated_pods_state"
+    path.write_text(content)
+    cp = PodResourceCheckpoint(str(path))
+    cp.restore()
+    assert cp.uids() == []
+    assert (tmp_path / "allocated_pods_state.corrupt").read_text() == content and not path.exists()
+    assert "the checkpoint is corrupt" in caplog.text
