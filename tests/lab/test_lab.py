@@ -243,7 +243,7 @@ async def resize_in_place(lab: Lab, guest: Guest, name: str) -> None:
 
     async def step(generation: int, cpu: int, mem: int) -> dict[str, Any]:
         want = {"cpu.max": f"{cpu * 100} 100000", "memory.max": f"{mem * MiB}"}
-        await admin.patch("pods", name, {"spec": {"containers": [{"name": "main", **guaranteed(cpu, mem)}]}},
+        await admin.patch("pods", name, {"spec": {"containers": [{"name": "main", "resources": guaranteed(cpu, mem)}]}},
                           "default", sub="resize")
 
         async def in_force() -> dict[str, Any] | None:
@@ -254,7 +254,12 @@ async def resize_in_place(lab: Lab, guest: Guest, name: str) -> None:
             assert await kernel() == (want, want), f"{guest.name}: the status is ahead of the kernel"
             return got
 
-        return await wait_for(f"{name} resized to {cpu}m/{mem}Mi", in_force, 60, interval=0.5)
+        try:
+            return await wait_for(f"{name} resized to {cpu}m/{mem}Mi", in_force, 60, interval=0.5)
+        except AssertionError as e:
+            got = await admin.get("pods", name, "default")
+            raise AssertionError(f"{e}\nstatus: {json.dumps(got['status'])}\nkernel: {await kernel()}\n"
+                                 f"--- agent journal ---\n{await agent_journal(guest)}") from None
 
     start = {"cpu.max": "10000 100000", "memory.max": f"{32 * MiB}"}
     assert await kernel() == (start, start)
