@@ -70,6 +70,16 @@ class PodCgroups:
         self.manager.update_qos(self._active_views())
         return self.manager.ensure_pod(pod)
 
+    def update_qos(self) -> None:
+        """Resize the Burstable cgroup's shares to the active pods' CPU requests (upstream's periodic
+        UpdateQOSCgroups: an in-place resize changes them without creating a pod cgroup)."""
+        if self.manager is None:
+            return
+        try:
+            self.manager.update_qos(self._active_views())
+        except (OSError, CgroupError) as e:
+            log.warning("updating the QoS cgroups failed", extra={"kv": {"err": str(e)}})
+
     def _active_views(self) -> list[PodView]:
         # The source hands out pod dicts; build each version's view once, not on every pod start.
         views: dict[str, tuple[Pod, PodView]] = {}

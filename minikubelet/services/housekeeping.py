@@ -39,7 +39,7 @@ from minikubelet.worker.workers import PodWorkers
 log = logging.getLogger("minikubelet.agent")
 
 CHECKPOINT_PERIOD = 2.0
-ORPHAN_SWEEP_PERIOD = 60.0
+ORPHAN_SWEEP_PERIOD = 60.0  # also upstream's periodicQOSCgroupUpdateInterval
 
 
 _LIFECYCLE = {PodLifecycle.SYNCING: "sync", PodLifecycle.TERMINATING: "terminating",
@@ -151,6 +151,9 @@ class Housekeeping(Service):
             await self._clock.sleep(ORPHAN_SWEEP_PERIOD)
             if not self.orphans_pending:
                 self.sweep_orphans()
+            cgroups = self.cgroups()
+            if isinstance(cgroups, PodCgroups):
+                cgroups.update_qos()
 
     def trim_soon(self) -> None:
         """Once the last reference to a finished pod is gone: glibc keeps a removed pod's freed heap otherwise

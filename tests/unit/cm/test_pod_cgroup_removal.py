@@ -17,7 +17,7 @@ from cgroups.v2 import CgroupV2Driver
 from minikubelet.base.podview import PodView
 from minikubelet.base.safepath import UnsafePathError
 from minikubelet.cm.pod_cgroups import PodCgroups
-from tests.unit.cgroups.fixtures import ctr, pod
+from tests.unit.cgroups.fixtures import ctr, pod, pod_dict
 
 UID_A = "aaaaaaaa-0000-0000-0000-000000000001"
 UID_B = "bbbbbbbb-0000-0000-0000-000000000002"
@@ -233,3 +233,21 @@ def test_removing_a_pod_drops_its_cached_view_so_the_pod_is_freed(root: Path, tm
     pcg.remove_pod(UID_A)
     gc.collect()
     assert ref() is None
+
+
+def test_update_qos_follows_a_resized_burstable_pod(root: Path, tmp_path: Path) -> None:
+    """upstream's periodic UpdateQOSCgroups: the Burstable cgroup's weight is the sum of its pods' CPU requests,
+    also after an in-place resize changed a request without creating a pod cgroup."""
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text("22 1 0:21 / /proc rw - proc proc rw\n")
+    manager = CgroupManager(CgroupV2Driver(root, "/r", mountinfo), "cgroupfs", {"cpu": "2", "memory": "4Gi"}, {}, {},
+                            [], cgroup_root="/r")
+    manager.ensure_hierarchy()
+    active = [pod_dict([ctr(req={"cpu": "100m"}, lim={"cpu": "200m"})], uid=UID_A)]
+    pcg = PodCgroups(manager, 4 * 2**30, -1000, lambda: active)
+    weight = root / "r" / "kubepods" / "burstable" / "cpu.weight"
+    pcg.ensure_pod(PodView.of(active[0]))
+    assert weight.read_text().strip() == "4"  # 102 shares
+    active[0] = pod_dict([ctr(req={"cpu": "1"}, lim={"cpu": "2"})], uid=UID_A)
+    pcg.update_qos()
+    assert weight.read_text().strip() == "39"  # 1024 shares
