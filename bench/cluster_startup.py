@@ -4,6 +4,7 @@ showing it (ADDED on a watch) to the API showing it Running and Ready; and what 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -37,6 +38,14 @@ async def wait_ready(c: Cluster, tracker: ReadyTimes, names: set[str], watch: as
         await asyncio.sleep(0.01)
 
 
+def agent_cpu_seconds(c: Cluster) -> float:
+    """User and system CPU seconds the agent process has used so far (it runs in one process)."""
+    assert c.agent.proc is not None, "cluster-startup starts its own agent"
+    with open(f"/proc/{c.agent.proc.pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def api_lag(api: ReadyTimes, local: ReadyTimes) -> dict[str, float]:
     """Per pod: the agent's /pods showed it Ready -> the API showed it Ready (status sync and watch)."""
     return {n: t - local.ready[n] for n, t in api.ready.items() if n in local.ready}
@@ -53,11 +62,13 @@ async def run(n: int) -> dict[str, Any]:
         try:
             await asyncio.sleep(0.2)  # the watch is open before the first create
             before = await c.agent_counts()
+            cpu0 = agent_cpu_seconds(c)
             t0 = time.monotonic()
             await asyncio.gather(*(c.admin.create_pod(api_pod(name, c.agent.node)) for name in names))
             created = time.monotonic() - t0
             await wait_ready(c, tracker, set(names), watch)
             await asyncio.sleep(2 * LOCAL_POLL)  # the agent's view of the last pods, which may come after the API's
+            cpu = agent_cpu_seconds(c) - cpu0
             work = counts_delta(before, await c.agent_counts())
         finally:
             watch.cancel()
@@ -78,7 +89,7 @@ async def run(n: int) -> dict[str, Any]:
             "status_patches_per_pod": kinds.get("PATCH pods/status", 0) / n,
             "peak_requests_per_s": peak_rate([t for _, t in in_window]),
             "agent_work": work, "pod_syncs_per_pod": work.get("pod worker sync", 0) / n,
-            "delete_all": deleted, "samples": lat,
+            "delete_all": deleted, "samples": lat, "agent_cpu_s_per_pod": cpu / n,
         }
 
 
@@ -88,7 +99,7 @@ async def main(counts: list[int]) -> None:
     data = [await run(n) for n in counts]
     rows = [[d["pods"], d["latency"]["p50"], d["latency"]["p90"], d["latency"]["p99"], d["total"], d["creates_took"],
              d["api_lag"]["p50"], d["api_lag"]["p99"], d["pod_syncs_per_pod"], d["status_patches_per_pod"], d["agent_requests"],
-             d["peak_requests_per_s"], d["delete_all"]] for d in data]
+             d["peak_requests_per_s"], d["delete_all"], d["agent_cpu_s_per_pod"]] for d in data]
     print(table(["pods", "p50 s", "p90", "p99", "total", "creates", "API lag p50", "p99", "syncs/pod", "status PATCH/pod",
-                 "agent reqs", "peak req/s", "delete all s"], rows))
+                 "agent reqs", "peak req/s", "delete all s", "agent CPU s/pod"], rows))
     print("results:", write_result("cluster-startup", {"runs": data}))
