@@ -64,7 +64,12 @@ def _quantities(values: Mapping[str, Any] | None) -> dict[str, Any]:
 def same_requirements(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
     """Semantic equality of two `resources` (requests and limits by value; a missing list equals an empty one)."""
     a, b = a or {}, b or {}
-    return all(_quantities(a.get(k)) == _quantities(b.get(k)) for k in ("requests", "limits"))
+    for key in ("requests", "limits"):
+        x, y = a.get(key) or {}, b.get(key) or {}
+        # the allocation is the spec's own text in the steady state: parse only when the text differs
+        if x != y and _quantities(x) != _quantities(y):
+            return False
+    return True
 
 
 def _with_requirements(resources: Any, wanted: Requirements) -> dict[str, Any]:
@@ -155,7 +160,7 @@ class AllocationManager:
 
     # --- the allocation -----------------------------------------------------------------------
     def update_pod_from_allocation(self, pod: Pod) -> tuple[Pod, bool]:
-        return update_pod_from_allocation(pod, self.state.get(podview.uid(pod)))
+        return update_pod_from_allocation(pod, self.state.peek(podview.uid(pod)))
 
     def allocated(self, pod: Pod) -> Pod:
         """The pod as admitted: what its worker runs and its status reports (upstream pod_workers' UpdatePod)."""

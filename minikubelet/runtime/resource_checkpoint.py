@@ -116,6 +116,10 @@ class PodResourceCheckpoint:
         info = self._entries.get(uid)
         return copy.deepcopy(info) if info is not None else None
 
+    def peek(self, uid: str) -> PodResourceInfo | None:
+        """The record itself, not a copy: for readers that do not change it."""
+        return self._entries.get(uid)
+
     def container(self, uid: str, name: str) -> Requirements | None:
         info = self._entries.get(uid)
         found = info.containers.get(name) if info is not None else None
