@@ -257,7 +257,12 @@ class Registry:
         md["name"] = name
         if res.namespaced:
             md["namespace"] = old["metadata"]["namespace"]
-        if sub in ("status", "approval"):
+        if sub == "ephemeralcontainers":
+            new = pods.ephemeral_containers_update(old, new)
+            new["metadata"] = {**old["metadata"], "generation": new["metadata"].get("generation")}
+            if causes := pods.validate_ephemeral_update(new, old):
+                raise errors.invalid(res, name, causes)
+        elif sub in ("status", "approval"):
             kept = copy.deepcopy(old)
             kept["metadata"] = md
             if res.plural == "pods":
