@@ -52,8 +52,9 @@ class Kubectl:
 
     async def session(self, *args: str, stdin: bytes) -> tuple[int, str, str]:
         """As a user at a terminal: the input is typed, and stdin stays open until kubectl ends (the shell exits).
-        Closing it at once would end the attachment's output on Docker before the commands have answered: Docker
-        ends an attachment's output when its stdin closes and the container was not created `stdinOnce`."""
+        Closing it at once would end the attachment's output before the commands have answered: Docker ends an
+        attachment's output when its stdin closes and the container was not created `stdinOnce`, and so does
+        containerd."""
         proc = await asyncio.create_subprocess_exec(
             "kubectl", f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.cache}", "--request-timeout=20s", *args,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -138,7 +139,7 @@ async def test_kubectl_debug_ephemeral_containers(tmp_path: Path, api: ApiServer
             if (await k("logs", "target", "-c", "reader"))[1] == "ready\n":
                 break
             await asyncio.sleep(0.1)
-        code, out, err = await k("attach", "-i", "target", "-c", "reader", stdin=b"hello\n")
+        code, out, err = await k.session("attach", "-i", "target", "-c", "reader", stdin=b"hello\n")
         assert (code, out) == (0, "got hello\n"), err
         await _wait_state(agent, api, "reader", "terminated")
         assert await k("logs", "target", "-c", "reader") == (0, "ready\ngot hello\n", "")
