@@ -144,6 +144,11 @@ async def test_kubectl_debug_ephemeral_containers(tmp_path: Path, api: ApiServer
         await _wait_state(agent, api, "reader", "terminated")
         assert await k("logs", "target", "-c", "reader") == (0, "ready\ngot hello\n", "")
 
+        # a target naming no container: the API refuses the write, with the field
+        code, _, err = await k("debug", "target", f"--image={BUSYBOX_IMAGE}", "-c", "lost", "--target=nope")
+        assert code != 0 and 'spec.ephemeralContainers[3].targetContainerName: Not found: "nope"' in err, err
+        assert await _ephemeral_status(api, "target", "lost") is None
+
         # an image that cannot be pulled: the ephemeral status says so, the pod runs on untouched
         code, _, err = await k("debug", "target", "--image=example.invalid/no-such-image:1", "-c", "nopull")
         assert code == 0, err
