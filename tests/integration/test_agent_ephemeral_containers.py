@@ -144,9 +144,18 @@ async def test_kubectl_debug_ephemeral_containers(tmp_path: Path, api: ApiServer
         await _wait_state(agent, api, "reader", "terminated")
         assert await k("logs", "target", "-c", "reader") == (0, "ready\ngot hello\n", "")
 
+        # kubectl attach -it to an ephemeral container made with a terminal (its own tty, as upstream's attach)
+        code, _, err = await k("debug", "target", f"--image={BUSYBOX_IMAGE}", "-c", "console", "-it", "--attach=false",
+                               "--", "sh")
+        assert code == 0, err
+        await _wait_state(agent, api, "console", "running")
+        code, out, err = await k.session("attach", "-it", "target", "-c", "console", stdin=b"echo $((6*7)); exit\n")
+        assert code == 0 and "42" in out.split(), (out, err)
+        assert (await _wait_state(agent, api, "console", "terminated"))["state"]["terminated"]["exitCode"] == 0
+
         # a target naming no container: the API refuses the write, with the field
         code, _, err = await k("debug", "target", f"--image={BUSYBOX_IMAGE}", "-c", "lost", "--target=nope")
-        assert code != 0 and 'spec.ephemeralContainers[3].targetContainerName: Not found: "nope"' in err, err
+        assert code != 0 and 'spec.ephemeralContainers[4].targetContainerName: Not found: "nope"' in err, err
         assert await _ephemeral_status(api, "target", "lost") is None
 
         # an image that cannot be pulled: the ephemeral status says so, the pod runs on untouched
