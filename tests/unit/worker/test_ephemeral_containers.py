@@ -40,11 +40,14 @@ async def test_added_to_a_running_pod_it_starts_in_the_sandbox_sharing_the_targe
     eph = node.container_state("dbg")
     assert "running" in eph["state"] and eph["ready"] is False and "started" not in eph
     assert eph["containerID"] == f"{node.syncer.container_id_scheme}{dbg}"
-    started = [e for e in node.recorder.list("uid-1") if e["reason"] == "Started"]
-    assert [e["involvedObject"].get("fieldPath") for e in started] == ["spec.containers{app}",
+    events = [e for e in node.recorder.list("uid-1") if e["reason"] == "Started"]
+    assert [e["involvedObject"].get("fieldPath") for e in events] == ["spec.containers{app}",
                                                                         "spec.ephemeralContainers{dbg}"]
     # not part of the pod's readiness or phase
     assert node.phase() == "Running" and len((node.statuses.get_pod_status("uid-1") or {})["containerStatuses"]) == 1
+    started = node.metrics.registry.get_sample_value("kubelet_started_containers_total",
+                                                     {"container_type": "ephemeral_container"})
+    assert started == 1
 
 
 async def test_an_exited_ephemeral_container_stays_exited_whatever_the_restart_policy(node: FakeNode) -> None:
@@ -57,6 +60,8 @@ async def test_an_exited_ephemeral_container_stays_exited_whatever_the_restart_p
     state = node.container_state("dbg")["state"]
     assert state["terminated"]["exitCode"] == 1 and state["terminated"]["reason"] == "Error"
     assert node.phase() == "Running" and node.container_state("app")["restartCount"] == 0
+    assert node.metrics.registry.get_sample_value("kubelet_terminated_containers_total", {
+        "container_type": "ephemeral_container", "exit_code": "1", "reason": "Error"}) == 1
 
 
 async def test_a_target_the_runtime_does_not_have_is_a_config_error(node: FakeNode) -> None:
