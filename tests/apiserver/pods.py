@@ -123,7 +123,11 @@ def causes(errs: list[FieldError]) -> list[Json]:
 
 
 def validate_create(pod: Json) -> list[Json]:
-    return causes(validate_pod(pod))
+    errs = validate_pod(pod)
+    if (pod.get("spec") or {}).get("ephemeralContainers"):
+        # ValidatePodCreate: they are added only through pods/ephemeralcontainers
+        errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
+    return causes(errs)
 
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"

@@ -106,6 +106,18 @@ async def test_static_pods_take_no_ephemeral_container(api: ApiServer) -> None:
         422, 'Pod "p" is invalid: : Forbidden: static pods do not support ephemeral containers')
 
 
+async def test_ephemeral_containers_cannot_be_set_on_create(api: ApiServer) -> None:
+    world = World(api)
+    await world.node("n1")
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "local/busybox:latest"}],
+                     "ephemeralContainers": [DEBUG]}}
+    reply = await world.admin.request("POST", "/api/v1/namespaces/default/pods", body)
+    assert reply.status == 422
+    assert {"reason": "FieldValueForbidden", "field": "spec.ephemeralContainers",
+            "message": "Forbidden: cannot be set on create"} in reply.body["details"]["causes"]
+
+
 async def test_discovery_lists_the_subresource(api: ApiServer) -> None:
     reply = await World(api).admin.request("GET", "/api/v1")
     entry = next(r for r in reply.body["resources"] if r["name"] == "pods/ephemeralcontainers")
