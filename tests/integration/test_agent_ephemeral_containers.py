@@ -122,10 +122,14 @@ async def test_kubectl_debug_ephemeral_containers(tmp_path: Path, api: ApiServer
         assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
 
         # -it --target: the debug shell sees app's processes (the PID namespace of app, not its own)
+        # (the general profile, kubectl 1.36's default, adds SYS_PTRACE to the debug container)
         code, out, err = await k.session("debug", "-it", "target", f"--image={BUSYBOX_IMAGE}", "-c", "shell",
-                                         "--target=app", "--", "sh", stdin=b"ps -o pid,args; exit\n")
+                                         "--target=app", "--profile=general", "--", "sh",
+                                         stdin=b"ps -o pid,args; grep CapEff /proc/self/status; exit\n")
         assert code == 0, err
         assert " ".join(APP_COMMAND) in out, out
+        cap_eff = int(next(line for line in out.splitlines() if "CapEff:" in line).split()[-1], 16)
+        assert cap_eff & (1 << 19), out  # CAP_SYS_PTRACE
         assert any(p.startswith("/attach/default/target/shell?") for _, p in api.kubelet_proxy.requests)
         shell = await _wait_state(agent, api, "shell", "terminated")
         assert shell["state"]["terminated"]["exitCode"] == 0
