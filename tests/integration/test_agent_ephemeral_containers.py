@@ -181,6 +181,7 @@ async def test_kubectl_debug_ephemeral_containers(tmp_path: Path, api: ApiServer
         assert code == 0, err
         sleeper = await _wait_state(agent, api, "sleeper", "running")
         assert await runtime_view.running(sleeper["containerID"])
+        assert await k("exec", "target", "-c", "sleeper", "--", "echo", "exec reaches it") == (0, "exec reaches it\n", "")
         code, _, err = await k("delete", "pod", "target", "--wait=false")
         assert code == 0, err
 
