@@ -109,6 +109,7 @@ class _Object:
     reason: str = ""
     message: str = ""
     pid: int = 0
+    pid_target_id: str = ""  # CRI NamespaceMode TARGET: shares this container's PID namespace
     ip: str = ""
     host_network: bool = False
     logs: bytearray = field(default_factory=bytearray)
@@ -307,6 +308,18 @@ class FakeRuntime:
 
     def ops(self) -> list[str]:
         return [call.op for call in self.calls]
+
+    def pid_namespace(self, container_id: str) -> str:
+        """The PID namespace a running container's process is in: its own, or its PID target's."""
+        obj = self._get(container_id)
+        if obj.state is not ContainerState.RUNNING:
+            raise NotFoundError(f"container {container_id} has no process")
+        owner = self._find(obj.pid_target_id) if obj.pid_target_id else None
+        return f"pid:[{(owner or obj).id}]"
+
+    def pid_target(self, container_id: str) -> str:
+        """The container whose PID namespace this one was created to share ("" when none)."""
+        return self._get(container_id).pid_target_id
 
     def container_id(self, name: str, pod_uid: str = "", attempt: int | None = None) -> str:
         """The newest container with this spec name (and pod uid / attempt when given)."""
@@ -549,6 +562,9 @@ class FakeRuntime:
         image = self._images.get(_image_key(config.image))
         if image is None:
             raise CreateContainerError(f"No such image: {config.image}")
+        target = self._find(config.pid_target_id) if config.pid_target_id else None
+        if config.pid_target_id and (target is None or target.is_sandbox):
+            raise CreateContainerError(f"No such container: {config.pid_target_id}")
         log_path = ""
         if sandbox_config.log_directory and config.log_path:
             log_path = f"{sandbox_config.log_directory.rstrip('/')}/{config.log_path}"
@@ -560,6 +576,7 @@ class FakeRuntime:
             stop_signal=config.stop_signal or image.stop_signal, log_path=log_path,
             program=self._programs.get(config.metadata.name, Program()),
             resources=config.resources,
+            pid_target_id=config.pid_target_id,
         )
         self._objects[container_id] = obj
         self._by_name[name] = container_id
@@ -577,6 +594,10 @@ class FakeRuntime:
         sandbox = self._find(obj.sandbox_id)
         if sandbox is None or sandbox.state is not ContainerState.RUNNING:
             raise StartContainerError(f"cannot join network of a non running container: {obj.sandbox_id}")
+        if obj.pid_target_id:
+            target = self._find(obj.pid_target_id)
+            if target is None or target.state is not ContainerState.RUNNING:
+                raise StartContainerError(f"container {obj.pid_target_id} is not running")
         if obj.program.start_error:
             # Docker records a process that could not start as exited with 128 and the error.
             obj.state = ContainerState.EXITED

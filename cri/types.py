@@ -32,7 +32,7 @@ ANNOTATION_RESTART_COUNT = "io.kubernetes.container.restartCount"
 ANNOTATION_TERMINATION_MESSAGE_PATH = "io.kubernetes.container.terminationMessagePath"
 ANNOTATION_TERMINATION_MESSAGE_POLICY = "io.kubernetes.container.terminationMessagePolicy"
 ANNOTATION_GRACE_PERIOD = "io.kubernetes.pod.terminationGracePeriod"
-ANNOTATION_CONTAINER_KIND = "minikubelet.io/container-kind"  # "init" | "sidecar" | "regular"
+ANNOTATION_CONTAINER_KIND = "minikubelet.io/container-kind"  # "init" | "sidecar" | "regular" | "ephemeral"
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,8 @@ class ContainerConfig:
     resources: LinuxResources | None = None
     stop_signal: str = ""  # "" = image STOPSIGNAL, else SIGTERM
     security: LinuxContainerSecurityContext = LinuxContainerSecurityContext()
+    # CRI NamespaceOption pid TARGET: join this container's PID namespace (an ephemeral container's target)
+    pid_target_id: str = ""
 
 
 @dataclass(frozen=True)

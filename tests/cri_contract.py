@@ -18,7 +18,7 @@ from typing import Protocol
 
 import pytest
 
-from cri.errors import CreateContainerError, NotFoundError, RuntimeError_
+from cri.errors import CreateContainerError, NotFoundError, RuntimeError_, StartContainerError
 from cri.runtime import Runtime
 from cri.types import (
     LABEL_CONTAINER_NAME,
@@ -59,6 +59,9 @@ class Backend(Protocol):
 
     async def stop_timed(self, container_id: str, timeout: float) -> float:
         """stop_container, returning how many seconds of the backend's clock it took."""
+
+    def pid_namespace(self, status: ContainerStatus) -> str:
+        """The PID namespace the running container's process is in (the kernel's /proc/<pid>/ns/pid link)."""
 
 
 def pod_config(backend: Backend, name: str = "web", **overrides: object) -> PodSandboxConfig:
@@ -290,6 +293,35 @@ async def not_found(b: Backend) -> None:
     await rt.remove_pod_sandbox(sandbox_id)
 
 
+async def pid_namespace_target(b: Backend) -> None:
+    """CRI NamespaceMode TARGET (an ephemeral container's targetContainerName): the container joins the target's
+    PID namespace; without it each container has its own. A missing target is refused at create; one that is
+    not running never runs the container (Docker refuses the start, containerd the create)."""
+    rt = b.runtime
+    pod = pod_config(b)
+    sandbox = await rt.run_pod_sandbox(pod)
+    target = await run(b, sandbox, pod, b.sleeper("app"))
+    debug = await run(b, sandbox, pod, b.sleeper("dbg", pid_target_id=target))
+    other = await run(b, sandbox, pod, b.sleeper("other"))
+    target_s, debug_s, other_s = [await rt.container_status(c) for c in (target, debug, other)]
+    assert debug_s.state is ContainerState.RUNNING
+    assert b.pid_namespace(debug_s) == b.pid_namespace(target_s)
+    assert b.pid_namespace(other_s) != b.pid_namespace(target_s)
+
+    with pytest.raises(CreateContainerError):
+        await rt.create_container(sandbox, b.sleeper("lost", pid_target_id=MISSING_ID), pod)
+
+    done = await run(b, sandbox, pod, b.exits("done", 0))
+    await wait_exited(rt, done)
+    try:
+        late = await rt.create_container(sandbox, b.sleeper("late", pid_target_id=done), pod)
+    except CreateContainerError:
+        return
+    with pytest.raises(StartContainerError):
+        await rt.start_container(late)
+    assert (await rt.container_status(late)).state is not ContainerState.RUNNING
+
+
 async def version_and_config(b: Backend) -> None:
     version = await b.runtime.version()
     assert version.runtime_name and version.runtime_version and version.runtime_api_version
@@ -329,6 +361,7 @@ CHECKS: dict[str, Callable[[Backend], Awaitable[None]]] = {
         events_emitted,
         summaries,
         not_found,
+        pid_namespace_target,
         version_and_config,
         resources_updated_and_read_back,
     )

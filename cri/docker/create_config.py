@@ -127,7 +127,7 @@ def container_create_body(sandbox_id: str, config: ContainerConfig, sandbox_conf
         "IpcMode": joined,
         "LogConfig": {"Type": LOG_DRIVER, "Config": dict(log_opts or {})},
         **resource_fields(config.resources),
-        **container_security_fields(sandbox_id, config.security, sandbox_config),
+        **container_security_fields(sandbox_id, config.security, sandbox_config, config.pid_target_id),
     }
     if sandbox_config.host_network:
         host_config["UTSMode"] = "host"

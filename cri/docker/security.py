@@ -81,7 +81,7 @@ def sandbox_user(config: PodSandboxConfig) -> str:
 
 
 def container_security_fields(
-    sandbox_id: str, sc: LinuxContainerSecurityContext, sandbox_config: PodSandboxConfig
+    sandbox_id: str, sc: LinuxContainerSecurityContext, sandbox_config: PodSandboxConfig, pid_target_id: str = ""
 ) -> dict[str, Any]:
     fields: dict[str, Any] = {
         "Privileged": sc.privileged,
@@ -108,4 +108,6 @@ def container_security_fields(
         fields["PidMode"] = "host"
     elif sandbox_config.share_process_namespace:
         fields["PidMode"] = f"container:{sandbox_id}"
+    elif pid_target_id:  # CRI NamespaceMode TARGET: an ephemeral container joins its target's processes
+        fields["PidMode"] = f"container:{pid_target_id}"
     return fields

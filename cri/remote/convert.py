@@ -164,12 +164,18 @@ def mount(m: Mount) -> pb.Mount:
                     propagation=_PROPAGATION[m.propagation])
 
 
-def container_security(sec: LinuxContainerSecurityContext, sandbox: PodSandboxConfig) -> pb.LinuxContainerSecurityContext:
+def container_security(sec: LinuxContainerSecurityContext, sandbox: PodSandboxConfig,
+                       pid_target_id: str = "") -> pb.LinuxContainerSecurityContext:
+    namespaces = _namespaces(sandbox, container=True)
+    if pid_target_id and namespaces.pid == pb.CONTAINER:
+        # as kuberuntime: an ephemeral container's target only replaces a container-private PID namespace
+        namespaces.pid = pb.TARGET
+        namespaces.target_id = pid_target_id
     out = pb.LinuxContainerSecurityContext(
         capabilities=pb.Capability(add_capabilities=list(sec.capabilities_add),
                                    drop_capabilities=list(sec.capabilities_drop)),
         privileged=sec.privileged,
-        namespace_options=_namespaces(sandbox, container=True),
+        namespace_options=namespaces,
         run_as_username=sec.run_as_username,
         readonly_rootfs=sec.readonly_rootfs,
         supplemental_groups=list(sec.supplemental_groups),
@@ -201,7 +207,8 @@ def stop_signal(name: str) -> int:
 
 
 def container_config(config: ContainerConfig, sandbox: PodSandboxConfig) -> pb.ContainerConfig:
-    linux = pb.LinuxContainerConfig(security_context=container_security(config.security, sandbox))
+    linux = pb.LinuxContainerConfig(security_context=container_security(config.security, sandbox,
+                                                                        config.pid_target_id))
     if config.resources is not None:
         linux.resources.CopyFrom(resources(config.resources))
     return pb.ContainerConfig(

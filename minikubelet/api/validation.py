@@ -207,8 +207,10 @@ class _Validator:
             self.container(c, f"spec.containers[{i}]", "regular", volumes, names)
         for i, c in self.dict_items(spec, "initContainers", "spec.initContainers"):
             self.container(c, f"spec.initContainers[{i}]", "init", volumes, names)
+        others = set(names)  # an ephemeral container may target only a regular or init container
         for i, c in self.dict_items(spec, "ephemeralContainers", "spec.ephemeralContainers"):
             self.container(c, f"spec.ephemeralContainers[{i}]", "ephemeral", volumes, names)
+            self.ephemeral_only(c, f"spec.ephemeralContainers[{i}]", others)
         restart = self.string(spec, "restartPolicy", "spec.restartPolicy")
         if restart is not None or "restartPolicy" not in spec:
             if not restart:
@@ -292,6 +294,17 @@ class _Validator:
             self.add(not_supported(f"{path}.type", kind, kinds))
 
     # ------------------------------------------------------------ containers
+    def ephemeral_only(self, c: dict[str, Any], path: str, others: set[str]) -> None:
+        """Upstream validateEphemeralContainers' own rules: the target exists and is not ephemeral; no subPath
+        (its bind mounts would outlive the container)."""
+        target = self.string(c, "targetContainerName", f"{path}.targetContainerName")
+        if target and target not in others:
+            self.add(not_found(f"{path}.targetContainerName", target))
+        for j, mount in enumerate(c.get("volumeMounts") or []):
+            for key in ("subPath", "subPathExpr"):
+                if isinstance(mount, dict) and mount.get(key):
+                    self.add(forbidden(f"{path}.volumeMounts[{j}].{key}", "cannot be set for an Ephemeral Container"))
+
     def container(self, c: dict[str, Any], path: str, kind: str, volumes: set[str], names: set[str]) -> None:
         self.unique_name(c, path, names)
         image = self.string(c, "image", f"{path}.image")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 Pod = dict[str, Any]
 Container = dict[str, Any]
-ContainerKind = Literal["init", "sidecar", "regular"]
+ContainerKind = Literal["init", "sidecar", "regular", "ephemeral"]
 ProbeHandler = Literal["exec", "httpGet", "tcpSocket", "grpc"]
 ResourceMap = Mapping[str, Any]  # resource name -> quantity as written (string or number)
 
@@ -156,6 +156,7 @@ class ContainerView:
     stdin_once: bool
     tty: bool
     raw: Mapping[str, Any] = field(repr=False)
+    target_container_name: str = ""  # an ephemeral container's: whose process namespace it joins
 
     @classmethod
     def of(cls, raw: Mapping[str, Any], kind: ContainerKind = "regular") -> ContainerView:
@@ -217,6 +218,7 @@ class ContainerView:
             stdin_once=raw.get("stdinOnce") is True,
             tty=raw.get("tty") is True,
             raw=raw,
+            target_container_name=_str(raw, "targetContainerName") if kind == "ephemeral" else "",
         )
 
     @property
@@ -268,6 +270,7 @@ class PodView:
     volumes: tuple[Mapping[str, Any], ...]  # raw Volume objects
     init_containers: tuple[ContainerView, ...]
     app_containers: tuple[ContainerView, ...]
+    ephemeral_containers: tuple[ContainerView, ...]  # added through pods/ephemeralcontainers (kubectl debug)
     api_status: Mapping[str, Any]  # the status the pod arrived with (conditions other owners set)
     raw: Pod = field(repr=False)  # the pod dict itself (callers not migrated yet take it); never mutate
 
@@ -314,6 +317,7 @@ class PodView:
             volumes=_objs(spec, "volumes"),
             init_containers=inits,
             app_containers=tuple(ContainerView.of(c, "regular") for c in _objs(spec, "containers")),
+            ephemeral_containers=tuple(ContainerView.of(c, "ephemeral") for c in _objs(spec, "ephemeralContainers")),
             api_status=_obj(pod, "status"),
             raw=pod,
         )
@@ -355,7 +359,8 @@ class PodView:
         return self.sidecars + self.app_containers
 
     def find(self, container_name: str) -> ContainerView | None:
-        for c in self.containers:
+        """Any container of the pod by name, ephemeral ones included (upstream GetContainerSpec)."""
+        for c in (*self.containers, *self.ephemeral_containers):
             if c.name == container_name:
                 return c
         return None
@@ -445,14 +450,8 @@ def app_containers(pod: Pod) -> list[Container]:
     return _containers(pod, "containers")
 
 
-
-
-
-
-
-
-
-
+def ephemeral_containers(pod: Pod) -> list[Container]:
+    return _containers(pod, "ephemeralContainers")
 
 
 def container_kind(pod: Pod, container_name: str) -> ContainerKind | None:
@@ -462,11 +461,14 @@ def container_kind(pod: Pod, container_name: str) -> ContainerKind | None:
     for c in app_containers(pod):
         if c.get("name") == container_name:
             return "regular"
+    for c in ephemeral_containers(pod):
+        if c.get("name") == container_name:
+            return "ephemeral"
     return None
 
 
 def find_container(pod: Pod, container_name: str) -> Container | None:
-    for c in init_containers(pod) + app_containers(pod):
+    for c in init_containers(pod) + app_containers(pod) + ephemeral_containers(pod):
         if c.get("name") == container_name:
             return c
     return None

@@ -50,6 +50,8 @@ def field_path(pod: Pod, container_name: str) -> str:
         return f"spec.initContainers{{{container_name}}}"
     if kind == "regular":
         return f"spec.containers{{{container_name}}}"
+    if kind == "ephemeral":
+        return f"spec.ephemeralContainers{{{container_name}}}"
     return ""
 
 

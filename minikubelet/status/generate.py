@@ -150,7 +150,9 @@ class ContainerStatusValue:
         }
         if self.container_id:
             cs["containerID"] = self.container_id
-        cs["started"] = self.started
+        if self.kind != "ephemeral":
+            # upstream's prober sets `started` on init and regular container statuses only
+            cs["started"] = self.started
         c = self.spec
         if self.known:
             # upstream convertToAPIContainerStatuses: only for containers the runtime reported
@@ -256,6 +258,8 @@ def _container_status(
     if c.kind == "init":
         started = running
         ready = isinstance(state, Terminated) and state.exit_code == 0
+    elif c.kind == "ephemeral":
+        started = ready = False  # never probed, never part of readiness
     else:
         started = running and (
             c.startup_probe is None
@@ -305,6 +309,17 @@ def container_statuses(inp: StatusInputs) -> tuple[list[ContainerStatusValue], l
     apps = [_container_status(inp, c, default_reason, old_app.get(c.name)) for c in pod.app_containers]
     apps.sort(key=lambda cs: cs.name)  # upstream SortedContainerStatuses
     return inits, apps
+
+
+def ephemeral_container_statuses(inp: StatusInputs) -> list[ContainerStatusValue]:
+    """Upstream convertToAPIContainerStatuses over spec.ephemeralContainers: read from the runtime like the
+    others (the same default waiting reason), never counted in the phase or the conditions."""
+    pod = inp.pod
+    default_reason = "PodInitializing" if pod.init_containers else "ContainerCreating"
+    old = _old_by_name(inp.old, "ephemeralContainerStatuses")
+    out = [_container_status(inp, c, default_reason, old.get(c.name)) for c in pod.ephemeral_containers]
+    out.sort(key=lambda cs: cs.name)
+    return out
 
 
 def any_regular_started(apps: Statuses) -> bool:
@@ -556,6 +571,8 @@ def compute_status(inp: StatusInputs) -> dict[str, Any]:
     if inits:
         status["initContainerStatuses"] = [s.render() for s in inits]
     status["containerStatuses"] = [s.render() for s in apps]
+    if pod.ephemeral_containers:
+        status["ephemeralContainerStatuses"] = [s.render() for s in ephemeral_container_statuses(inp)]
     if inp.qos_class:
         status["qosClass"] = inp.qos_class
     status.update(pod_resources_status(pod))

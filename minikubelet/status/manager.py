@@ -87,7 +87,8 @@ class StatusManager:
 
     def _count_terminations(self, old: dict[str, Any], new: dict[str, Any]) -> None:
         """kubelet_terminated_containers_total: each container whose status becomes terminated, once."""
-        for key, container_type in (("initContainerStatuses", "init_container"), ("containerStatuses", "container")):
+        for key, container_type in (("initContainerStatuses", "init_container"), ("containerStatuses", "container"),
+                                    ("ephemeralContainerStatuses", "ephemeral_container")):
             before = {s.get("name"): s for s in old.get(key) or []}
             for cs in new.get(key) or []:
                 terminated = (cs.get("state") or {}).get("terminated")
@@ -132,18 +133,19 @@ MAX_POD_TERMINATION_MESSAGE = 12 * 1024  # upstream MaxPodTerminationMessageLogL
 
 
 def normalize_status(pod: Pod, status: dict[str, Any]) -> dict[str, Any]:
-    """Upstream normalizeStatus: the pod's termination messages share 12 KiB evenly between its containers;
-    regular container statuses are sorted by name, init container statuses in spec order."""
+    """Upstream normalizeStatus: the pod's termination messages share 12 KiB evenly between its containers
+    (ephemeral ones included); regular and ephemeral container statuses are sorted by name, init container
+    statuses in spec order."""
     inits = podview.init_containers(pod)
-    count = len(inits) + len(podview.app_containers(pod))
+    count = len(inits) + len(podview.app_containers(pod)) + len(podview.ephemeral_containers(pod))
     per_container = MAX_POD_TERMINATION_MESSAGE // count if count else MAX_POD_TERMINATION_MESSAGE
     out = dict(status)
-    for key in ("containerStatuses", "initContainerStatuses"):
+    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
         statuses = out.get(key)
         if not isinstance(statuses, list):
             continue
         fixed = [_cap_messages(cs, per_container) for cs in statuses]
-        if key == "containerStatuses":
+        if key != "initContainerStatuses":
             fixed.sort(key=lambda cs: str(cs.get("name", "")))
         else:
             order = {str(c.get("name")): i for i, c in enumerate(inits)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import time
@@ -158,6 +159,15 @@ class Containers:
             restart_count = _reported_restart_count(reported, name)
         sandbox = state.sandbox
         assert sandbox is not None
+        target_id = ""
+        if c.target_container_name:
+            # upstream getTargetID: the target's newest instance, whatever its state (the runtime refuses
+            # to join the namespace of one that is not running)
+            target = state.latest(c.target_container_name)
+            if target is None:
+                message = f"unable to find target container {c.target_container_name}"
+                return self._fail_start(view, c, st, "CreateContainerConfigError", message, f"Error: {message}")
+            target_id = target.id
         pod_ip = sandbox.ip or self._host_ip
         field_values = {
             "status.podIP": pod_ip,
@@ -190,6 +200,8 @@ class Containers:
             )
         except (EnvSourceError, SecurityContextError) as e:
             return self._fail_start(view, c, st, "CreateContainerConfigError", str(e), f"Error: {e}")
+        if target_id:
+            cfg = dataclasses.replace(cfg, pid_target_id=target_id)
         cgroup_parent = self.cgroups.cgroup_parent(view) if self.cgroups else ""
         try:
             scfg = sandbox_config(view, sandbox.metadata.attempt, self._pod_logs_dir, cgroup_parent,
@@ -394,6 +406,8 @@ class Containers:
 
 def container_type(c: ContainerView) -> str:
     """The kubelet's container_type label: sidecars are init containers."""
+    if c.kind == "ephemeral":
+        return "ephemeral_container"
     return "container" if c.kind == "regular" else "init_container"
 
 

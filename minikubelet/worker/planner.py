@@ -37,6 +37,7 @@ class PodActions:
     attempt: int = 0
     init_to_start: list[str] = field(default_factory=list)
     containers_to_start: list[str] = field(default_factory=list)
+    ephemeral_to_start: list[str] = field(default_factory=list)
     containers_to_kill: dict[str, KillContainer] = field(default_factory=dict)
     resize: ResizeActions = field(default_factory=ResizeActions)  # running containers to resize in place
 
@@ -47,6 +48,7 @@ class PodActions:
             or self.create_sandbox
             or self.init_to_start
             or self.containers_to_start
+            or self.ephemeral_to_start
             or self.containers_to_kill
             or not self.resize.idle
         )
@@ -130,8 +132,14 @@ def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResul
         actions.containers_to_start = to_start
         return actions
 
+    # Upstream: ephemeral containers may start before initialization completes, and are never restarted:
+    # one the runtime has ever known (running, exited or unknown) is left alone.
+    actions.ephemeral_to_start = [c.name for c in pod.ephemeral_containers if state.latest(c.name) is None]
     initialized = _compute_init_actions(pod, state, probes, actions, actuated)
-    if actions.kill_pod or not initialized:
+    if actions.kill_pod:
+        actions.ephemeral_to_start = []
+        return actions
+    if not initialized:
         return actions
 
     keep = 0
@@ -170,8 +178,10 @@ def compute_pod_actions(pod: PodView, state: PodRuntimeState, probes: ProbeResul
         actions.containers_to_kill[status.id] = KillContainer(status.id, cname, message, reason)
 
     if keep == 0 and not actions.containers_to_start:
+        # nothing is started in a sandbox about to stop (upstream would try, and fail, in the stopped sandbox)
         actions.kill_pod = True
         actions.init_to_start = []
+        actions.ephemeral_to_start = []
     return actions
 
 

@@ -152,7 +152,7 @@ class PodSyncer:
         # Wake when a crash-loop backoff or an image backoff expires.
         uid = view.uid
         now = self._clock.monotonic()
-        for c in view.containers:
+        for c in (*view.containers, *view.ephemeral_containers):
             latest = state.latest(c.name)
             if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
                 rem = self._backoff.remaining(backoff_key(view, c), latest.finished_at)
@@ -191,6 +191,14 @@ class PodSyncer:
             return None
         reported = self._statuses.get_pod_status(uid)
         started: list[str] = []
+        # upstream SyncPod starts ephemeral containers before init containers, so that a pod whose init
+        # container cannot start can still be debugged; a failed one blocks nothing
+        for name in actions.ephemeral_to_start:
+            c = view.find(name)
+            if c is not None:
+                cid = await self.containers.start(view, c, state, st, reported)
+                fresh = fresh and bool(cid)
+                started.append(cid)
         for name in actions.init_to_start:
             c = view.find(name)
             if c is None:
@@ -387,7 +395,11 @@ class PodSyncer:
         clock = self._clock
         deadline = clock.monotonic() + grace
         live = [c for c in state.containers if c.state in (ContainerState.RUNNING, ContainerState.CREATED)]
-        order = TerminationOrdering([c.name for c in view.sidecars], (name_of(c) for c in live))
+        # upstream terminationOrdering: sidecars wait for the regular containers only; ephemeral containers
+        # stop at once, alongside the regular ones
+        ephemeral = {c.name for c in view.ephemeral_containers}
+        order = TerminationOrdering([c.name for c in view.sidecars],
+                                    (name_of(c) for c in live if name_of(c) not in ephemeral))
         pod_ip = self._pod_ip(view.uid)
 
         async def stop(c: Any) -> None:

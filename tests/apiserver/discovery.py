@@ -18,6 +18,7 @@ _EXTRA: dict[tuple[str, str], list[tuple[str, str, list[str]]]] = {
     ("", "v1"): [("pods/log", "Pod", ["get"]), ("pods/exec", "PodExecOptions", ["create", "get"]),
                  ("pods/attach", "PodAttachOptions", ["create", "get"]),
                  ("pods/portforward", "PodPortForwardOptions", ["create", "get"]),
+                 ("pods/ephemeralcontainers", "Pod", ["get", "patch", "update"]),
                  ("nodes/proxy", "NodeProxyOptions", ["create", "delete", "get", "patch", "update"])],
 }
 

@@ -5,6 +5,7 @@ with, status-update validation (pod-rich-create.json, status-422-*.json).
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import secrets
@@ -12,7 +13,7 @@ from typing import Any
 
 from cgroups.qos import compute_qos_class
 from minikubelet.api.defaults import apply_defaults
-from minikubelet.api.field import FieldError
+from minikubelet.api.field import FieldError, forbidden
 from minikubelet.api.validation import validate_pod
 from minikubelet.base.podview import PodView
 
@@ -109,7 +110,48 @@ def causes(errs: list[FieldError]) -> list[Json]:
 
 
 def validate_create(pod: Json) -> list[Json]:
-    return causes(validate_pod(pod))
+    errs = validate_pod(pod)
+    if (pod.get("spec") or {}).get("ephemeralContainers"):
+        # ValidatePodCreate: they are added only through pods/ephemeralcontainers
+        errs.append(forbidden("spec.ephemeralContainers", "cannot be set on create"))
+    return causes(errs)
+
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+
+
+def ephemeral_containers_update(old: Json, new: Json) -> Json:
+    """podEphemeralContainersStrategy.PrepareForUpdate: of the written Pod only spec.ephemeralContainers is
+    kept (defaulted as a create defaults them); the rest of the spec, the status and the metadata stay the
+    stored ones; metadata.generation moves with the spec (updatePodGeneration)."""
+    out = copy.deepcopy(old)
+    written = ((new.get("spec") or {}).get("ephemeralContainers")) if isinstance(new.get("spec"), dict) else None
+    spec = out.setdefault("spec", {})
+    if written:
+        spec["ephemeralContainers"] = apply_defaults({"spec": {"ephemeralContainers": written}})["spec"][
+            "ephemeralContainers"]
+    else:
+        spec.pop("ephemeralContainers", None)
+    if spec != old.get("spec"):
+        out["metadata"]["generation"] = int(old["metadata"].get("generation", 1)) + 1
+    return out
+
+
+def validate_ephemeral_update(new: Json, old: Json) -> list[Json]:
+    """ValidatePodEphemeralContainersUpdate: the whole pod validates; static (mirror) pods take no ephemeral
+    container; existing ones may be neither removed nor changed (each compared by name: a patch may reorder)."""
+    if MIRROR_ANNOTATION in (old["metadata"].get("annotations") or {}):
+        return causes([forbidden("", "static pods do not support ephemeral containers")])
+    errs = validate_pod(new)
+    path = "spec.ephemeralContainers"
+    written = {str(c.get("name")): c for c in (new.get("spec") or {}).get("ephemeralContainers") or []}
+    for c in (old.get("spec") or {}).get("ephemeralContainers") or []:
+        name = str(c.get("name"))
+        if name not in written:
+            errs.append(forbidden(path, f"existing ephemeral containers {json.dumps(name)} may not be removed\n"))
+        elif written[name] != c:
+            errs.append(forbidden(path, f"existing ephemeral containers {json.dumps(name)} may not be changed\n"))
+    return causes(errs)
 
 
 def validate_status(status: Json) -> list[Json]:

@@ -261,6 +261,11 @@ class Registry:
             new = pod_resize.prepare_update(new, old)
             if causes := pod_resize.validate(new, old):
                 raise errors.invalid(res, name, causes)
+        elif sub == "ephemeralcontainers":
+            new = pods.ephemeral_containers_update(old, new)
+            new["metadata"] = {**old["metadata"], "generation": new["metadata"].get("generation")}
+            if causes := pods.validate_ephemeral_update(new, old):
+                raise errors.invalid(res, name, causes)
         elif sub in ("status", "approval"):
             kept = copy.deepcopy(old)
             kept["metadata"] = md

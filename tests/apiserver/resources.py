@@ -33,7 +33,7 @@ class Resource:
 
 _ALL = [
     Resource("", "v1", "nodes", "Node", False, frozenset({"status"})),
-    Resource("", "v1", "pods", "Pod", True, frozenset({"status", "eviction", "binding", "resize"})),
+    Resource("", "v1", "pods", "Pod", True, frozenset({"status", "eviction", "binding", "resize", "ephemeralcontainers"})),
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, frozenset({"status"})),
     Resource("", "v1", "persistentvolumes", "PersistentVolume", False, frozenset({"status"})),
     Resource("", "v1", "configmaps", "ConfigMap", True),

@@ -4,6 +4,7 @@ the test engine, RemoteRuntime (CRI v1 gRPC) against the test environment's CRI 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import replace
 
@@ -12,7 +13,7 @@ import pytest
 from cri.docker import DockerRuntime
 from cri.remote import RemoteRuntime
 from cri.runtime import Runtime
-from cri.types import ContainerConfig, ContainerMeta
+from cri.types import ContainerConfig, ContainerMeta, ContainerStatus
 from tests import cri_contract
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import cri_runtime
@@ -50,6 +51,9 @@ class RealBackend:
         start = time.monotonic()
         await self.runtime.stop_container(container_id, timeout)
         return time.monotonic() - start
+
+    def pid_namespace(self, status: ContainerStatus) -> str:
+        return os.readlink(f"/proc/{status.pid}/ns/pid")
 
 
 @pytest.mark.parametrize("check", sorted(cri_contract.CHECKS))

@@ -104,7 +104,8 @@ class FakeNode:
 
     def container_state(self, name: str, uid: str = "uid-1") -> dict[str, Any]:
         s = self.statuses.get_pod_status(uid) or {}
-        for cs in (s.get("initContainerStatuses") or []) + (s.get("containerStatuses") or []):
+        for cs in ((s.get("initContainerStatuses") or []) + (s.get("containerStatuses") or [])
+                   + (s.get("ephemeralContainerStatuses") or [])):
             if cs["name"] == name:
                 return dict(cs)
         raise KeyError(name)

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from cri.fake import FakeRuntime, Program
-from cri.types import ContainerConfig, ContainerMeta
+from cri.types import ContainerConfig, ContainerMeta, ContainerStatus
 from minikubelet.base.clock import FakeClock
 from tests import cri_contract
 
@@ -45,6 +45,9 @@ class FakeBackend:
             await self.settle()
         await stop
         return self.clock.monotonic() - start
+
+    def pid_namespace(self, status: ContainerStatus) -> str:
+        return self.fake.pid_namespace(status.id)
 
 
 @pytest.mark.parametrize("check", sorted(cri_contract.CHECKS))

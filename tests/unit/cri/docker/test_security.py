@@ -96,6 +96,18 @@ def test_pid_namespace(sandbox: PodSandboxConfig, pid_mode: str | None) -> None:
     assert sandbox_create_body(sandbox, "pause")["HostConfig"].get("PidMode") == ("host" if sandbox.host_pid else None)
 
 
+@pytest.mark.parametrize(("sandbox", "pid_mode"), [
+    (SANDBOX, "container:app-id"),
+    (PodSandboxConfig(metadata=POD, share_process_namespace=True), "container:sb1"),
+    (PodSandboxConfig(metadata=POD, host_pid=True), "host"),
+])
+def test_ephemeral_pid_target(sandbox: PodSandboxConfig, pid_mode: str) -> None:
+    """An ephemeral container's target (CRI NamespaceMode TARGET) joins the target's PID namespace; a pod that
+    shares one namespace, or uses the host's, keeps it."""
+    config = ContainerConfig(ContainerMeta("dbg"), "img", pid_target_id="app-id")
+    assert container_create_body("sb1", config, sandbox)["HostConfig"]["PidMode"] == pid_mode
+
+
 def test_sandbox_holds_sysctls_and_the_pod_user() -> None:
     config = PodSandboxConfig(metadata=POD, sysctls={"net.ipv4.ip_local_port_range": "1024 2048"},
                               security=LinuxSandboxSecurityContext(privileged=True, run_as_user=10, run_as_group=20,

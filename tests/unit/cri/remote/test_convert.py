@@ -115,6 +115,18 @@ def test_container_config() -> None:
     assert sec.namespace_options.pid == pb.CONTAINER
 
 
+@pytest.mark.parametrize(("sandbox", "pid", "target"), [
+    (POD, pb.TARGET, "app-id"),
+    (PodSandboxConfig(metadata=POD.metadata, share_process_namespace=True), pb.POD, ""),
+    (PodSandboxConfig(metadata=POD.metadata, host_pid=True), pb.NODE, ""),
+])
+def test_ephemeral_pid_target(sandbox: PodSandboxConfig, pid: int, target: str) -> None:
+    """kuberuntime generateLinuxContainerConfig: a target replaces only a container-private PID namespace."""
+    config = ContainerConfig(ContainerMeta("dbg"), "busybox", pid_target_id="app-id")
+    ns = convert.container_config(config, sandbox).linux.security_context.namespace_options
+    assert (ns.pid, ns.target_id) == (pid, target)
+
+
 def test_bad_values_are_config_errors() -> None:
     config = ContainerConfig(ContainerMeta("app"), "busybox", stop_signal="SIGNOPE")
     with pytest.raises(convert.ConfigError, match="SIGNOPE"):
