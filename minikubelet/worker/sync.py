@@ -191,14 +191,22 @@ class PodSyncer:
             return None
         reported = self._statuses.get_pod_status(uid)
         started: list[str] = []
+
+        async def start_each(names: list[str]) -> bool:
+            """Start each named container (a failed one blocks nothing); whether all of them started."""
+            ok = True
+            for name in names:
+                c = view.find(name)
+                if c is not None:
+                    cid = await self.containers.start(view, c, state, st, reported)
+                    ok = ok and bool(cid)
+                    started.append(cid)
+            return ok
+
         # upstream SyncPod starts ephemeral containers before init containers, so that a pod whose init
-        # container cannot start can still be debugged; a failed one blocks nothing
-        for name in actions.ephemeral_to_start:
-            c = view.find(name)
-            if c is not None:
-                cid = await self.containers.start(view, c, state, st, reported)
-                fresh = fresh and bool(cid)
-                started.append(cid)
+        # container cannot start can still be debugged
+        all_started = await start_each(actions.ephemeral_to_start)
+        fresh = fresh and all_started
         for name in actions.init_to_start:
             c = view.find(name)
             if c is None:
@@ -211,13 +219,8 @@ class PodSyncer:
             started.append(cid)
         if not actions.resize.idle:
             await self._resize(view, actions.resize)
-        for name in actions.containers_to_start:
-            c = view.find(name)
-            if c is not None:
-                cid = await self.containers.start(view, c, state, st, reported)
-                fresh = fresh and bool(cid)
-                started.append(cid)
-        if not fresh:
+        all_started = await start_each(actions.containers_to_start)
+        if not (fresh and all_started):
             return None
         try:
             statuses = await asyncio.gather(*(self._runtime.container_status(cid) for cid in started))
