@@ -1,31 +1,59 @@
-"""grpc probes against a real grpc.aio server with the standard health servicer."""
+"""grpc probes against a real gRPC server (grpclib's) with a grpc.health.v1 servicer; the integration test
+probes the grpcio one in the grpc-health image."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator
 
-import grpc
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpclib.const import Status
+from grpclib.health.v1 import health_grpc, health_pb2
+from grpclib.server import Server, Stream
 
 from probes.grpc import probe_grpc
 from probes.result import Result
 
 
+class HealthServicer(health_grpc.HealthBase):
+    """grpc.health.v1.Health/Check as the reference servicer answers it: a status per service, NOT_FOUND for
+    a service it does not know."""
+
+    def __init__(self) -> None:
+        self.statuses: dict[str, int] = {}
+
+    async def set(self, service: str, status: int) -> None:
+        self.statuses[service] = status
+
+    async def Check(self, stream: Stream[health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse]) -> None:
+        request = await stream.recv_message()
+        assert request is not None
+        status = self.statuses.get(request.service)
+        if status is None:
+            await stream.send_trailing_metadata(status=Status.NOT_FOUND, status_message="unknown service")
+            return
+        await stream.send_message(health_pb2.HealthCheckResponse(
+            status=health_pb2.HealthCheckResponse.ServingStatus.ValueType(status)))
+
+    async def Watch(self, stream: Stream[health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse]) -> None:
+        await stream.send_trailing_metadata(status=Status.UNIMPLEMENTED)
+
+
 @pytest.fixture
-async def health_server() -> AsyncIterator[tuple[int, health.aio.HealthServicer]]:
-    server = grpc.aio.server()
-    servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
+async def health_server() -> AsyncIterator[tuple[int, HealthServicer]]:
+    servicer = HealthServicer()
+    server = Server([servicer])
+    await server.start("127.0.0.1", 0)
+    assert isinstance(server._server, asyncio.Server)
+    port = server._server.sockets[0].getsockname()[1]
     yield port, servicer
-    await server.stop(None)
+    server.close()
+    await server.wait_closed()
 
 
-async def test_serving_flips(health_server: tuple[int, health.aio.HealthServicer]) -> None:
+async def test_serving_flips(health_server: tuple[int, HealthServicer]) -> None:
     port, servicer = health_server
     await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     ok = await probe_grpc("127.0.0.1", port, "", 2)
@@ -41,7 +69,7 @@ async def test_serving_flips(health_server: tuple[int, health.aio.HealthServicer
     assert (await probe_grpc("127.0.0.1", port, "", 2)).result is Result.SUCCESS
 
 
-async def test_named_service(health_server: tuple[int, health.aio.HealthServicer]) -> None:
+async def test_named_service(health_server: tuple[int, HealthServicer]) -> None:
     port, servicer = health_server
     await servicer.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
     await servicer.set("db", health_pb2.HealthCheckResponse.SERVING)
@@ -52,6 +80,9 @@ async def test_named_service(health_server: tuple[int, health.aio.HealthServicer
 
 
 async def test_server_without_health_service_is_failure() -> None:
+    # grpcio's server (a test dependency only): grpclib's answers an unknown method without a content-type
+    import grpc
+
     server = grpc.aio.server()
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
