@@ -23,6 +23,7 @@ class HealthServicer(health_grpc.HealthBase):
 
     def __init__(self) -> None:
         self.statuses: dict[str, int] = {}
+        self.delay = 0.0
 
     async def set(self, service: str, status: int) -> None:
         self.statuses[service] = status
@@ -30,6 +31,7 @@ class HealthServicer(health_grpc.HealthBase):
     async def Check(self, stream: Stream[health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse]) -> None:
         request = await stream.recv_message()
         assert request is not None
+        await asyncio.sleep(self.delay)
         status = self.statuses.get(request.service)
         if status is None:
             await stream.send_trailing_metadata(status=Status.NOT_FOUND, status_message="unknown service")
@@ -103,3 +105,38 @@ async def test_nothing_listening_times_out() -> None:
     assert time.monotonic() - began < 2
     assert outcome.result is Result.FAILURE
     assert outcome.output.startswith(f'timeout: failed to connect service "127.0.0.1:{port}" within 0.5s')
+
+
+async def test_grpcio_server_sees_the_probe_user_agent() -> None:
+    import grpc
+
+    seen: list[tuple[str, str]] = []
+
+    def check(request: health_pb2.HealthCheckRequest, context: grpc.ServicerContext) -> health_pb2.HealthCheckResponse:
+        seen.extend((str(k), str(v)) for k, v in context.invocation_metadata())
+        assert request.service == "svc"
+        return health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("grpc.health.v1.Health", {
+        "Check": grpc.unary_unary_rpc_method_handler(
+            check, request_deserializer=health_pb2.HealthCheckRequest.FromString,
+            response_serializer=health_pb2.HealthCheckResponse.SerializeToString)})])
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        outcome = await probe_grpc("127.0.0.1", port, "svc", 2)
+    finally:
+        await server.stop(None)
+    assert outcome.result is Result.SUCCESS
+    assert dict(seen)["user-agent"].startswith("kube-probe/1.36")
+
+
+async def test_a_check_slower_than_the_timeout_fails(health_server: tuple[int, HealthServicer]) -> None:
+    port, servicer = health_server
+    await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    servicer.delay = 2
+    began = time.monotonic()
+    outcome = await probe_grpc("127.0.0.1", port, "", 0.3)
+    assert time.monotonic() - began < 1
+    assert (outcome.result, outcome.output) == (Result.FAILURE, "timeout: health rpc did not complete within 0.3s")
