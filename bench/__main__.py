@@ -1,4 +1,4 @@
-"""python -m bench startup|status-latency|footprint|churn|precision|stream-latency|stats-scrape|scrape-cost|cluster-startup|cluster-footprint|hostile|targets|soak [options]"""
+"""python -m bench startup|cri-calls|status-latency|footprint|churn|precision|stream-latency|stats-scrape|scrape-cost|cluster-startup|cluster-footprint|hostile|targets|soak [options]"""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def main() -> None:
     sub = p.add_subparsers(dest="name", required=True)
     s = sub.add_parser("startup", help="pods Running after being written at once, vs direct Docker")
     s.add_argument("--pods", default="1,10,30,100", help="comma-separated pod counts")
+    s = sub.add_parser("cri-calls", help="CRI round trips through the agent's CRI client (containerd)")
+    s.add_argument("--pods", type=int, default=10, help="pods in place (one container each)")
+    s.add_argument("--calls", type=int, default=200, help="timed calls per case")
     s = sub.add_parser("status-latency", help="container killed -> /pods shows it terminated")
     s.add_argument("--events", type=int, default=50)
     s = sub.add_parser("footprint", help="agent RSS and CPU when idle")
@@ -97,6 +100,10 @@ def main() -> None:
         from bench import startup
 
         asyncio.run(startup.main([int(x) for x in a.pods.split(",")]))
+    elif a.name == "cri-calls":
+        from bench import cri_calls
+
+        asyncio.run(cri_calls.main(a.pods, a.calls))
     elif a.name == "status-latency":
         from bench import status_latency
 

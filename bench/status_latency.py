@@ -17,7 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiodocker
-import grpc
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
 
 from bench.common import docker_host, running_agent, sleeper_pod, summary, table, write_result
 from cri.remote.client import Channel
@@ -92,15 +93,15 @@ async def _docker_exits(url: str, watch: ExitWatch, ready: asyncio.Event) -> Non
 async def _cri_exits(endpoint: str, watch: ExitWatch, ready: asyncio.Event) -> None:
     channel = Channel(endpoint)
     try:
-        stream = channel.runtime.GetContainerEvents(pb.GetEventsRequest())
         try:
-            await stream.wait_for_connection()
-            ready.set()
-            async for ev in stream:
-                if ev.container_event_type == pb.CONTAINER_STOPPED_EVENT:
-                    watch.seen(ev.container_id)
-        except grpc.aio.AioRpcError as e:
-            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+            async with channel.runtime.GetContainerEvents.open() as stream:
+                await stream.send_message(pb.GetEventsRequest(), end=True)
+                ready.set()
+                async for ev in stream:
+                    if ev.container_event_type == pb.CONTAINER_STOPPED_EVENT:
+                        watch.seen(ev.container_id)
+        except GRPCError as e:
+            if e.status is not Status.UNIMPLEMENTED:
                 raise
             await _containerd_exits(endpoint, watch, ready)
     finally:

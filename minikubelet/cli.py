@@ -16,8 +16,10 @@ from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_c
 from minikubelet.logs import setup_logging
 from minikubelet.node.lockfile import AgentLocks, ContentionWatch, LockError, take_locks
 from minikubelet.node.rlimits import raise_nofile_limit
+from minikubelet.node.tls_buffers import shrink_tls_read_buffers
 
 if TYPE_CHECKING:
+    from cri.docker import DockerRuntime
     from cri.remote import RemoteRuntime
 
 log = logging.getLogger("minikubelet")
@@ -33,16 +35,18 @@ async def exit_on_contention(watch: ContentionWatch, stop: Callable[[], None]) -
 
 
 async def _run(config: KubeletConfig, node_ip: str, contention: ContentionWatch | None = None) -> int:
-    from cri.docker import DockerRuntime
     from minikubelet.agent import Agent
 
     runtime: DockerRuntime | RemoteRuntime
     if speaks_docker_api(config.container_runtime_endpoint):
+        # the Docker Engine client (~1.8 MiB) only for a Docker endpoint, as grpclib only for a CRI one
+        from cri.docker import DockerRuntime
+
         runtime = DockerRuntime(config.container_runtime_endpoint, config.pod_infra_container_image,
                                 log_max_size=to_bytes(config.container_log_max_size),
                                 log_max_files=config.container_log_max_files)
     else:
-        # grpc and protobuf (about 20 MiB resident) are loaded only for a CRI endpoint.
+        # grpclib, h2 and the protobuf modules are loaded only for a CRI endpoint.
         from cri.remote import RemoteRuntime
 
         # The sandbox image and log rotation are the CRI runtime's own configuration (sandbox_image, ...).
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for w in warnings:
         log.warning(w)
     raise_nofile_limit()
+    shrink_tls_read_buffers()
     # Work handed to threads (the stats pass, file walks) is CPU-bound Python: with CPython's default 5 ms GIL
     # switch interval the event loop waited up to 5 ms per syscall for the GIL and /healthz stalled 100+ ms
     # during a stats pass; 1 ms bounds that (docs/decisions.md).

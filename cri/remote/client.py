@@ -1,24 +1,37 @@
-"""The gRPC channel to a CRI endpoint and the mapping of gRPC status codes to the runtime's errors."""
+"""The gRPC channel to a CRI endpoint (grpclib over a unix socket) and the mapping of gRPC status codes to the
+runtime's errors.
+
+grpclib reports a failed connection as the OSError of the socket, a connection lost mid-call as
+StreamTerminatedError and its own deadline (`timeout=`) as TimeoutError; `rpc` turns them into the statuses a
+gRPC core client reports (UNAVAILABLE, DEADLINE_EXCEEDED), so every caller sees one error type, GRPCError.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
 
-import grpc
+from grpclib.client import Channel as _GrpcChannel
+from grpclib.client import UnaryStreamMethod
+from grpclib.const import Status
+from grpclib.encoding.proto import ProtoCodec
+from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
+from h2.exceptions import H2Error
 
 from cri.errors import NotFoundError, RuntimeError_, RuntimeUnavailableError
-from cri.remote.containerd import events_pb2_grpc
-from cri.remote.v1 import api_pb2_grpc
+from cri.remote.containerd import events_grpc
+from cri.remote.v1 import api_grpc
 
 T = TypeVar("T")
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
 
 # The kubelet's CRI client accepts messages up to 16 MiB (pkg/kubelet/cri/remote: maxMsgSize).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 
-def grpc_target(endpoint: str) -> str:
-    """`unix:///run/containerd/containerd.sock` (or a bare absolute path) -> the gRPC target."""
+def socket_path(endpoint: str) -> str:
+    """`unix:///run/containerd/containerd.sock` (or a bare absolute path) -> the socket's path."""
     if endpoint.startswith("unix://"):
         path = endpoint[len("unix://"):]
     elif endpoint.startswith("/"):
@@ -27,43 +40,95 @@ def grpc_target(endpoint: str) -> str:
         raise ValueError(f"unsupported CRI endpoint {endpoint!r}: only unix:// sockets are supported")
     if not path.startswith("/"):
         raise ValueError(f"CRI endpoint {endpoint!r} must name an absolute socket path")
-    return f"unix://{path}"
+    return path
+
+
+class _BoundedCodec(ProtoCodec):
+    """Protobuf with the kubelet's message size limit both ways (RESOURCE_EXHAUSTED past it)."""
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        data: bytes = super().encode(message, message_type)
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise GRPCError(Status.RESOURCE_EXHAUSTED,
+                            f"trying to send message larger than max ({len(data)} vs. {MAX_MESSAGE_BYTES})")
+        return data
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise GRPCError(Status.RESOURCE_EXHAUSTED,
+                            f"received message larger than max ({len(data)} vs. {MAX_MESSAGE_BYTES})")
+        return super().decode(data, message_type)
 
 
 class Channel:
-    """One channel, both services, as the kubelet's remote runtime and image service share one endpoint."""
+    """One connection, both services, as the kubelet's remote runtime and image service share one endpoint.
+    Made inside the event loop that uses it; it connects on the first call and again after a lost connection."""
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint
-        self._channel = grpc.aio.insecure_channel(grpc_target(endpoint), options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ])
-        self.runtime = api_pb2_grpc.RuntimeServiceStub(self._channel)
-        self.images = api_pb2_grpc.ImageServiceStub(self._channel)
+        self._channel = _GrpcChannel(path=socket_path(endpoint), codec=_BoundedCodec())
+        self.runtime = api_grpc.RuntimeServiceStub(self._channel)
+        self.images = api_grpc.ImageServiceStub(self._channel)
         # containerd serves its own API on the CRI socket; other runtimes answer Unimplemented
-        self.containerd_events = events_pb2_grpc.EventsStub(self._channel)
+        self.containerd_events = events_grpc.EventsStub(self._channel)
 
     async def close(self) -> None:
-        await self._channel.close()
+        self._channel.close()
 
 
-def status_code(exc: BaseException) -> grpc.StatusCode | None:
-    return exc.code() if isinstance(exc, grpc.aio.AioRpcError) else None
+def _as_status(exc: BaseException) -> GRPCError | None:
+    if isinstance(exc, GRPCError):
+        return exc
+    if isinstance(exc, TimeoutError):  # grpclib's deadline (a subclass of OSError: tested first)
+        return GRPCError(Status.DEADLINE_EXCEEDED, "Deadline Exceeded")
+    if isinstance(exc, OSError | StreamTerminatedError | ProtocolError | H2Error):
+        return GRPCError(Status.UNAVAILABLE, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+    return None
 
 
-def translate(exc: grpc.aio.AioRpcError, kind: type[RuntimeError_] = RuntimeError_) -> RuntimeError_:
+async def rpc(request: Awaitable[T]) -> T:
+    """One unary call; any failure of it is a GRPCError."""
+    try:
+        return await request
+    except (GRPCError, OSError, StreamTerminatedError, ProtocolError, H2Error) as exc:
+        status = _as_status(exc)
+        assert status is not None
+        if status is exc:
+            raise
+        raise status from None
+
+
+async def server_stream(method: UnaryStreamMethod[Req, Resp], request: Req) -> AsyncIterator[Resp]:
+    """The responses of a server-streaming call until the server ends it; any failure is a GRPCError."""
+    try:
+        async with method.open() as stream:
+            await stream.send_message(request, end=True)
+            async for response in stream:
+                yield response
+    except (GRPCError, OSError, StreamTerminatedError, ProtocolError, H2Error) as exc:
+        status = _as_status(exc)
+        assert status is not None
+        if status is exc:
+            raise
+        raise status from None
+
+
+def details(exc: GRPCError) -> str:
+    """The status message, or the code's name when the server sent none."""
+    return exc.message or exc.status.name
+
+
+def translate(exc: GRPCError, kind: type[RuntimeError_] = RuntimeError_) -> RuntimeError_:
     """NotFound and Unavailable keep their meaning; anything else becomes `kind` with the runtime's text."""
-    code, details = exc.code(), exc.details() or exc.code().name
-    if code == grpc.StatusCode.NOT_FOUND:
-        return NotFoundError(details)
-    if code == grpc.StatusCode.UNAVAILABLE:
-        return RuntimeUnavailableError(details)
-    return kind(details)
+    if exc.status is Status.NOT_FOUND:
+        return NotFoundError(details(exc))
+    if exc.status is Status.UNAVAILABLE:
+        return RuntimeUnavailableError(details(exc))
+    return kind(details(exc))
 
 
 async def call(request: Awaitable[T], kind: type[RuntimeError_] = RuntimeError_) -> T:
     try:
-        return await request
-    except grpc.aio.AioRpcError as exc:
+        return await rpc(request)
+    except GRPCError as exc:
         raise translate(exc, kind) from None

@@ -17,9 +17,10 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-import grpc
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
 
-from cri.remote.client import Channel
+from cri.remote.client import Channel, details, rpc, server_stream
 from cri.remote.task_exits import task_exits
 from cri.remote.v1 import api_pb2 as pb
 from cri.types import LABEL_POD_UID, ContainerEvent, ContainerEventType
@@ -169,8 +170,8 @@ def from_cri_event(event: pb.ContainerEventResponse) -> ContainerEvent | None:
 
 
 async def _relist(channel: Channel) -> dict[str, Seen]:
-    sandboxes = await channel.runtime.ListPodSandbox(pb.ListPodSandboxRequest())
-    containers = await channel.runtime.ListContainers(pb.ListContainersRequest())
+    sandboxes = await rpc(channel.runtime.ListPodSandbox(pb.ListPodSandboxRequest()))
+    containers = await rpc(channel.runtime.ListContainers(pb.ListContainersRequest()))
     return snapshot(list(sandboxes.items), list(containers.containers))
 
 
@@ -211,12 +212,11 @@ async def forward_task_exits(channel: Channel, notes: asyncio.Queue[Note | TaskE
             async for container_id in task_exits(channel):
                 backoff = initial_backoff
                 notes.put_nowait(TaskExited(container_id))
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+        except GRPCError as exc:
+            if exc.status is Status.UNIMPLEMENTED:
                 log.info("the runtime has no containerd event service: exits are seen by relisting alone")
                 return
-            log.warning("containerd task events failed: %s; again in %.1fs", exc.details() or exc.code().name,
-                        backoff)
+            log.warning("containerd task events failed: %s; again in %.1fs", details(exc), backoff)
         await asyncio.sleep(backoff)
         backoff = min(max_backoff, backoff * 2)
 
@@ -233,7 +233,7 @@ async def container_events(channel: Channel, subscribe: Subscribe, relist_period
     while True:
         try:
             if evented:
-                async for response in channel.runtime.GetContainerEvents(pb.GetEventsRequest()):
+                async for response in server_stream(channel.runtime.GetContainerEvents, pb.GetEventsRequest()):
                     backoff = initial_backoff
                     event = from_cri_event(response)
                     if event is not None:
@@ -249,11 +249,11 @@ async def container_events(channel: Channel, subscribe: Subscribe, relist_period
                     finally:
                         exits.cancel()
                         await asyncio.gather(exits, return_exceptions=True)
-        except grpc.aio.AioRpcError as exc:
-            if evented and exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+        except GRPCError as exc:
+            if evented and exc.status is Status.UNIMPLEMENTED:
                 log.info("the runtime has no GetContainerEvents (CRI < 1.26): events from relisting")
                 evented = False
                 continue
-            log.warning("CRI container events failed: %s; again in %.1fs", exc.details() or exc.code().name, backoff)
+            log.warning("CRI container events failed: %s; again in %.1fs", details(exc), backoff)
         await asyncio.sleep(backoff)
         backoff = min(max_backoff, backoff * 2)

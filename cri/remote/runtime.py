@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from dataclasses import replace
 from typing import TypeVar
 
-import grpc
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
 
 from cri.conditions import RuntimeCondition
 from cri.errors import (
@@ -25,7 +26,7 @@ from cri.errors import (
     StartContainerError,
 )
 from cri.remote import convert
-from cri.remote.client import Channel, call, translate
+from cri.remote.client import Channel, call, details, rpc, translate
 from cri.remote.events import DELETED, Note, TaskExited, container_events
 from cri.remote.log_file import read_log
 from cri.remote.port_forward import forward
@@ -111,9 +112,9 @@ class RemoteRuntime:
 
     async def runtime_config(self) -> RuntimeConfig:
         try:
-            resp = await self._channel.runtime.RuntimeConfig(pb.RuntimeConfigRequest())
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+            resp = await rpc(self._channel.runtime.RuntimeConfig(pb.RuntimeConfigRequest()))
+        except GRPCError as exc:
+            if exc.status is not Status.UNIMPLEMENTED:
                 raise translate(exc) from None
             # containerd < 1.7: read the runc options from the CRI plugin's config in the verbose status.
             return RuntimeConfig(cgroup_driver=cgroup_driver_from_status(await self._status_info()),
@@ -170,11 +171,11 @@ class RemoteRuntime:
     @staticmethod
     async def _create(request: Awaitable[T]) -> T:
         try:
-            return await request
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise RuntimeUnavailableError(exc.details() or "unavailable") from None
-            raise CreateContainerError(exc.details() or exc.code().name) from None
+            return await rpc(request)
+        except GRPCError as exc:
+            if exc.status is Status.UNAVAILABLE:
+                raise RuntimeUnavailableError(exc.message or "unavailable") from None
+            raise CreateContainerError(details(exc)) from None
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
         try:
@@ -286,11 +287,11 @@ class RemoteRuntime:
     async def exec_sync(self, container_id: str, cmd: list[str], timeout: float) -> ExecResult:
         seconds = cri_timeout(timeout)
         try:
-            resp = await self._channel.runtime.ExecSync(
+            resp = await rpc(self._channel.runtime.ExecSync(
                 pb.ExecSyncRequest(container_id=container_id, cmd=cmd, timeout=seconds),
-                timeout=(seconds + _DEADLINE_SLACK) if seconds else None)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                timeout=(seconds + _DEADLINE_SLACK) if seconds else None))
+        except GRPCError as exc:
+            if exc.status is Status.DEADLINE_EXCEEDED:
                 return ExecResult(exit_code=-1, timed_out=True)
             raise translate(exc) from None
         return ExecResult(exit_code=resp.exit_code, stdout=resp.stdout, stderr=resp.stderr)
@@ -371,11 +372,11 @@ class RemoteRuntime:
         if cri_auth is not None:
             request.auth.CopyFrom(cri_auth)
         try:
-            resp = await self._channel.images.PullImage(request)
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.UNAVAILABLE:
-                raise RuntimeUnavailableError(exc.details() or "unavailable") from None
-            raise ImagePullError(exc.details() or exc.code().name) from None
+            resp = await rpc(self._channel.images.PullImage(request))
+        except GRPCError as exc:
+            if exc.status is Status.UNAVAILABLE:
+                raise RuntimeUnavailableError(exc.message or "unavailable") from None
+            raise ImagePullError(details(exc)) from None
         return resp.image_ref
 
     async def image_status(self, image: str) -> Image | None:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 
 from google.protobuf.message import DecodeError
 
-from cri.remote.client import Channel
+from cri.remote.client import Channel, server_stream
 from cri.remote.containerd import events_pb2 as ev
 
 EXIT_TOPIC = "/tasks/exit"
@@ -22,7 +22,7 @@ async def task_exits(channel: Channel) -> AsyncIterator[str]:
     """Ids of containers whose init process exited, as containerd announces them (every namespace). Ends when
     containerd ends the stream; a runtime that is not containerd fails the first read with UNIMPLEMENTED."""
     request = ev.SubscribeRequest(filters=[f'topic=="{EXIT_TOPIC}"'])
-    async for envelope in channel.containerd_events.Subscribe(request):
+    async for envelope in server_stream(channel.containerd_events.Subscribe, request):
         if envelope.topic != EXIT_TOPIC:
             continue
         exited = ev.TaskExit()

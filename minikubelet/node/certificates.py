@@ -19,13 +19,9 @@ import datetime
 import logging
 import os
 import random
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from minikubelet.base.clock import Clock
 from minikubelet.kubeapi.kubeconfig import (
@@ -38,6 +34,7 @@ from minikubelet.kubeapi.kubeconfig import (
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
 from minikubelet.kubeapi.watch import LIST, ListWatch
 from minikubelet.metrics_node import certificate_metrics
+from minikubelet.node import keygen, x509der
 
 log = logging.getLogger("minikubelet.node.certificates")
 
@@ -64,28 +61,25 @@ class KeyPair:
 
 
 def new_key_pem() -> bytes:
-    key = ec.generate_private_key(ec.SECP256R1())
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                             serialization.NoEncryption())
+    try:
+        return keygen.new_key_pem()
+    except keygen.KeygenError as e:
+        raise CertificateError(str(e)) from None
 
 
-def client_csr_pem(node_name: str, key_pem: bytes, sans: list[x509.GeneralName] | None = None) -> bytes:
+def client_csr_pem(node_name: str, key_pem: bytes, sans: list[keygen.San] | None = None) -> bytes:
     """The node's CSR (`O=system:nodes, CN=system:node:<node>`), with `sans` for a serving certificate."""
-    key = serialization.load_pem_private_key(key_pem, None)
-    if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise CertificateError("the private key is not an ECDSA key")
-    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "system:nodes"),
-                         x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{node_name}")])
-    builder = x509.CertificateSigningRequestBuilder().subject_name(subject)
-    if sans:
-        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-    return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
+    try:
+        return keygen.csr_pem(node_name, key_pem, sans or [])
+    except keygen.KeygenError as e:
+        raise CertificateError(str(e)) from None
 
 
 def parse_pair(data: bytes, key_data: bytes | None = None) -> KeyPair:
     """A PEM bundle with the certificate (first) and, in it or in `key_data`, its private key."""
     try:
-        certs = x509.load_pem_x509_certificates(data)
+        der = x509der.first_pem_certificate(data)
+        not_before, not_after = x509der.validity(der)
     except ValueError:
         raise CertificateError("no PEM certificate") from None
     key_source = key_data if key_data is not None else data
@@ -98,9 +92,7 @@ def parse_pair(data: bytes, key_data: bytes | None = None) -> KeyPair:
             break
     if not key_pem:
         raise CertificateError("no PEM private key")
-    cert = certs[0]
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), key_pem,
-                   cert.not_valid_before_utc.timestamp(), cert.not_valid_after_utc.timestamp())
+    return KeyPair(ssl.DER_cert_to_PEM_cert(der).encode(), key_pem, not_before, not_after)
 
 
 def rotation_deadline(pair: KeyPair, jitter: float | None = None) -> float:

@@ -16,8 +16,6 @@ import logging
 import os
 from collections.abc import Callable
 
-from cryptography import x509
-
 from minikubelet.base.clock import Clock
 from minikubelet.kubeapi.rest import ApiError, RestClient, TransportError
 from minikubelet.metrics_node import certificate_metrics
@@ -32,6 +30,7 @@ from minikubelet.node.certificates import (
     request_certificate,
     rotation_deadline,
 )
+from minikubelet.node.keygen import San
 
 log = logging.getLogger("minikubelet.node.certificates")
 
@@ -40,7 +39,7 @@ SERVING_USAGES = ("digital signature", "server auth")
 SERVING_PAIR_NAME = "kubelet-server"
 
 
-def serving_sans(addresses: list[tuple[str, str]]) -> list[x509.GeneralName]:
+def serving_sans(addresses: list[tuple[str, str]]) -> list[San]:
     """SANs from (type, address) node addresses: DNS names sorted, then IPs sorted by their text."""
     dns: set[str] = set()
     ips: set[str] = set()
@@ -57,8 +56,7 @@ def serving_sans(addresses: list[tuple[str, str]]) -> list[x509.GeneralName]:
             ips.add(ip)
         elif kind in ("InternalDNS", "ExternalDNS"):
             dns.add(address)
-    return [*(x509.DNSName(d) for d in sorted(dns)),
-            *(x509.IPAddress(ipaddress.ip_address(i)) for i in sorted(ips))]
+    return [*(("DNS", d) for d in sorted(dns)), *(("IP", i) for i in sorted(ips))]
 
 
 def _not_after(pair: KeyPair | None) -> float | None:

@@ -19,9 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cryptography import x509
-from cryptography.x509.oid import NameOID
-
+from minikubelet.node import x509der
 from minikubelet.server.auth_metrics import AuthMetrics
 
 Json = dict[str, Any]
@@ -97,14 +95,14 @@ def forbidden_message(attrs: list[Attributes]) -> str:
 def x509_user(der: bytes) -> User | None:
     """The user of a verified client certificate: CN, the Os as groups, and its SHA-256 as credential id."""
     try:
-        cert = x509.load_der_x509_certificate(der)
+        attributes = x509der.subject(der)
     except ValueError:
         return None
-    cns = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-    name = str(cns[0].value) if cns else ""
+    cns = [v for oid, v in attributes if oid == x509der.COMMON_NAME]
+    name = cns[0] if cns else ""
     if not name:
         return None
-    groups = tuple(str(a.value) for a in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
+    groups = tuple(v for oid, v in attributes if oid == x509der.ORGANIZATION_NAME)
     fingerprint = hashlib.sha256(der).hexdigest()
     return User(name, (*groups, AUTHENTICATED), ((CREDENTIAL_ID, (f"X509SHA256={fingerprint}",)),))
 
@@ -143,7 +141,7 @@ class Authenticator:
             user = x509_user(peer_cert_der)
             if user is not None:
                 if self.metrics is not None:
-                    not_after = x509.load_der_x509_certificate(peer_cert_der).not_valid_after_utc.timestamp()
+                    not_after = x509der.validity(peer_cert_der)[1]
                     self.metrics.client_cert_expiration.observe(not_after - time.time())
                 return user
         scheme, _, token = authorization.partition(" ")

@@ -13,19 +13,13 @@ the client as anonymous; either way such a client is refused.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import os
 import ssl
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
-
 from minikubelet.config.tls_names import TLS_VERSIONS, openssl_cipher_list
+from minikubelet.node import keygen
 
-SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
+SELF_SIGNED_VALIDITY = keygen.SELF_SIGNED_VALIDITY
 
 
 def self_signed_paths(root_dir: str) -> tuple[str, str]:
@@ -34,32 +28,8 @@ def self_signed_paths(root_dir: str) -> tuple[str, str]:
 
 
 def write_self_signed(cert_path: str, key_path: str, host: str, ips: list[str]) -> None:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
-    sans: list[x509.GeneralName] = [x509.DNSName(host), x509.DNSName("localhost")]
-    for ip in {*ips, "127.0.0.1"}:
-        if ip:
-            sans.append(x509.IPAddress(ipaddress.ip_address(ip)))
-    cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-        .not_valid_after(now + SELF_SIGNED_VALIDITY)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    os.makedirs(os.path.dirname(cert_path), mode=0o700, exist_ok=True)
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    fd = os.open(key_path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key_pem)
-    with open(cert_path + ".tmp", "wb") as f:
-        f.write(cert.public_bytes(serialization.Encoding.PEM))
-    os.replace(key_path + ".tmp", key_path)
-    os.replace(cert_path + ".tmp", cert_path)
+    """A key and a self-signed certificate (host, localhost, `ips` and 127.0.0.1; SELF_SIGNED_VALIDITY)."""
+    keygen.write_self_signed(cert_path, key_path, host, ips)
 
 
 def tls_context(min_version: str = "", cipher_suites: tuple[str, ...] = ()) -> ssl.SSLContext:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cri.conditions import RuntimeCondition, condition_errors
-from cri.remote.client import grpc_target
+from cri.remote.client import socket_path
 
 
 def test_ready_runtime_has_no_errors() -> None:
@@ -28,15 +28,15 @@ def test_missing_conditions_are_not_ready() -> None:
 
 
 def test_endpoints() -> None:
-    assert grpc_target("unix:///run/containerd/containerd.sock") == "unix:///run/containerd/containerd.sock"
-    assert grpc_target("/run/crio/crio.sock") == "unix:///run/crio/crio.sock"
+    assert socket_path("unix:///run/containerd/containerd.sock") == "/run/containerd/containerd.sock"
+    assert socket_path("/run/crio/crio.sock") == "/run/crio/crio.sock"
 
 
 
 @pytest.mark.parametrize("bad", ["tcp://127.0.0.1:1234", "unix://relative.sock", "npipe:////./pipe/x"])
 def test_unsupported_endpoints(bad: str) -> None:
     with pytest.raises(ValueError, match="CRI endpoint"):
-        grpc_target(bad)
+        socket_path(bad)
 
 
 def test_the_agent_picks_its_runtime_by_endpoint() -> None:
