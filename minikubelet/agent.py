@@ -121,7 +121,7 @@ class Agent:
 
         self.workers = workers = PodWorkers(make_worker, on_finished=self._worker_finished)
         self.stats: StatsProvider | None = None  # once the runtime has said where its filesystems are (run)
-        self.pleg = PLEG(runtime, clock, metrics, workers.wake)
+        self.pleg = PLEG(runtime, clock, metrics, workers.wake, changed=workers.runtime_changed)
         self.housekeeping = hk = Housekeeping(config, runtime, clock, recorder, metrics, self.statuses, self.checkpoint,
                                               (self.container_backoff, self.image_backoff), self.containers.logs,
                                               reopener, self._stats, workers, self.pleg)
