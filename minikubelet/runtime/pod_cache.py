@@ -61,16 +61,17 @@ class SeenPod:
     def reflects(self, fact: RuntimeFact) -> bool:
         if isinstance(fact, ObjectEvent):
             seen = self.objects.get(fact.object_id)
-            if seen is None:
-                return False
-            step, read_at = seen
-            # an object is created once: its creation is old news to anything that saw it
-            return (read_at > fact.arrived or step == _EVENTS.get(fact.type, -1)
-                    or (fact.type is ContainerEventType.CREATED and step > 0))
+            return seen is not None and (seen[1] > fact.arrived or _same_or_older(_EVENTS.get(fact.type, -1), seen[0]))
         listed = dict(fact.objects)
         for object_id, word in listed.items():
             seen = self.objects.get(object_id)
-            if seen is None or not (seen[0] == _WORDS.get(word, -1) or seen[1] > fact.listed):
+            if seen is None or not (seen[1] > fact.listed or _same_or_older(_WORDS.get(word, -1), seen[0])):
                 return False
         # seen here but not listed: created after the listing (read after it), else gone since
         return all(read_at > fact.listed for object_id, (_, read_at) in self.objects.items() if object_id not in listed)
+
+
+def _same_or_older(step: int, seen: int) -> bool:
+    """The fact's step is the one seen, or a creation (an object is created once: old news to anything that saw
+    it). A start after an exit is news: the same container can be started again."""
+    return step == seen or (step == CREATED and seen > 0)

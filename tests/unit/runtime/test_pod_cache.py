@@ -42,12 +42,13 @@ async def test_events_the_view_does_not_show_are_not() -> None:
 
 
 async def test_an_exited_container_is_seen_exited() -> None:
-    rt, _, _, container = await seen_pod(read_at=0.0)
+    rt, _, sandbox, container = await seen_pod(read_at=0.0)
     rt.exit_container(container, 1)
     state = PodRuntimeState("uid-web", list(await rt.list_pod_sandboxes()), list(await rt.list_containers()))
     seen = SeenPod.of(state)
     assert seen.reflects(ObjectEvent(container, ContainerEventType.STOPPED, 20.0))
     assert not seen.reflects(ObjectEvent(container, ContainerEventType.STARTED, 20.0))  # started again since?
+    assert not seen.reflects(PodListing(frozenset({(sandbox, "running"), (container, "running")}), 20.0))
 
 
 async def test_a_listing_is_reflected_when_every_object_is_in_its_step_or_read_after_it() -> None:
@@ -55,9 +56,11 @@ async def test_a_listing_is_reflected_when_every_object_is_in_its_step_or_read_a
     same = frozenset({(sandbox, "running"), (container, "running")})
     assert seen.reflects(PodListing(same, 20.0))
     older = frozenset({(sandbox, "running"), (container, "created")})
-    assert not seen.reflects(PodListing(older, 20.0))  # listed after the read: the container went back?
-    assert seen.reflects(PodListing(older, 5.0))  # listed before the read: the read is newer
-    assert not seen.reflects(PodListing(frozenset({(sandbox, "running"), (container, "exited")}), 20.0))
+    assert seen.reflects(PodListing(older, 20.0))  # created once: a listing from before its start
+    assert seen.reflects(PodListing(older, 5.0))
+    exited = frozenset({(sandbox, "running"), (container, "exited")})
+    assert not seen.reflects(PodListing(exited, 20.0))
+    assert seen.reflects(PodListing(exited, 5.0))  # listed before the read: the read is newer
     assert not seen.reflects(PodListing(frozenset({*same, ("other", "running")}), 5.0))  # not seen here
 
 
