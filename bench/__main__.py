@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from pathlib import Path
 
 
 def _counts(text: str) -> list[int]:
@@ -62,6 +63,9 @@ def main() -> None:
     s.add_argument("--rounds", type=int, default=2, help="pairs of (unscraped, scraped) windows")
     s = sub.add_parser("cluster-startup", help="pods created through the API at once -> Ready as the API shows them")
     s.add_argument("--pods", type=_counts, default="1,10,30,100", help="comma-separated pod counts")
+    s.add_argument("--profile", type=Path, default=None,
+                   help="cProfile the agent from the first create to all Ready, written to PROFILE-<pods> (pstats)")
+    s.add_argument("--no-floor", action="store_true", help="skip the runtime floor (the same pods, direct)")
     s = sub.add_parser("cluster-footprint", help="the joined agent's RSS, CPU and API requests, idle with API pods")
     s.add_argument("--pods", type=_counts, default="0,30,100")
     s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
@@ -83,7 +87,7 @@ def main() -> None:
     if a.name == "cluster-startup":
         from bench import cluster_startup
 
-        asyncio.run(cluster_startup.main(a.pods))
+        asyncio.run(cluster_startup.main(a.pods, a.profile, not a.no_floor))
     elif a.name == "cluster-footprint":
         from bench import cluster_footprint
 

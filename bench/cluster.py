@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import json
 import re
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -145,7 +147,19 @@ class BenchAgent(JoinedAgent):
     def __init__(self, base: Path, docker: str, api: ApiServer) -> None:
         super().__init__(base, docker, api)
         self.user = f"system:node:{self.node}"
+        self.profile: Path | None = None  # cProfile output (bench/profiled_agent.py), switched on by SIGUSR1
 
+    def start(self) -> None:
+        if self.profile is None:
+            super().start()
+            return
+        self.write_config()
+        self._log_fh = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.profiled_agent", str(self.profile), "-m", "minikubelet", "run",
+             "--config", str(self.config), "--v", "2", *self.args],
+            stdout=self._log_fh, stderr=subprocess.STDOUT, start_new_session=True,
+        )
 
 
 class Admin:
@@ -216,8 +230,9 @@ def node_ready(node: Json) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def joined_agent() -> AsyncIterator[Cluster]:
-    """A fresh API server and the real agent joined to it, its Node Ready in the API; all stopped afterwards."""
+async def joined_agent(profile: Path | None = None) -> AsyncIterator[Cluster]:
+    """A fresh API server and the real agent joined to it, its Node Ready in the API; all stopped afterwards.
+    `profile`: run the agent under bench/profiled_agent.py, writing there."""
     with tempfile.TemporaryDirectory(prefix="mkl-bench-cluster-") as tmp:
         api = ApiServer(Path(tmp) / "api", history=HISTORY)
         requests = TimedRequests()
@@ -226,6 +241,7 @@ async def joined_agent() -> AsyncIterator[Cluster]:
         admin = Admin(api)
         agent = BenchAgent(Path(tmp) / "agent", docker_host(), api)
         agent.extra = {"fileCheckFrequency": "20s"}
+        agent.profile = profile
         docker = aiodocker.Docker(url=agent.docker_host)
         try:
             agent.start()

@@ -1,15 +1,21 @@
 """cluster-startup: N pods bound to the node created through the API at once; per pod, the time from the API
-showing it (ADDED on a watch) to the API showing it Running and Ready; and what the agent asked of the API."""
+showing it (ADDED on a watch) to the API showing it Running and Ready; and what the agent asked of the API.
+Before each count, the runtime floor: the same N sandbox + container pairs created straight through the runtime
+(bench/startup.py's direct path: Docker Engine API, or CRI with MKL_TEST_RUNTIME=containerd), all at once."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.cluster import Cluster, ReadyTimes, api_pod, counts_delta, delete_all, joined_agent, peak_rate, tally
 from bench.common import summary, table, write_result
+from bench.startup import direct_cri_startup, direct_startup
+from tests.integration.agent_env import agent_runtime
 
 TIMEOUT = 300.0
 LOCAL_POLL = 0.05  # the agent's own view (/pods on its read-only port), for the API path's share
@@ -46,13 +52,18 @@ def agent_cpu_seconds(c: Cluster) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def agent_pid(c: Cluster) -> int:
+    assert c.agent.proc is not None, "cluster-startup starts its own agent"
+    return c.agent.proc.pid
+
+
 def api_lag(api: ReadyTimes, local: ReadyTimes) -> dict[str, float]:
     """Per pod: the agent's /pods showed it Ready -> the API showed it Ready (status sync and watch)."""
     return {n: t - local.ready[n] for n, t in api.ready.items() if n in local.ready}
 
 
-async def run(n: int) -> dict[str, Any]:
-    async with joined_agent() as c:
+async def run(n: int, profile: Path | None = None) -> dict[str, Any]:
+    async with joined_agent(profile) as c:
         listed = await c.admin.node_pods(c.agent.node)
         tracker, local = ReadyTimes(), ReadyTimes()
         watch = asyncio.create_task(c.admin.watch_pods(c.agent.node, listed["metadata"]["resourceVersion"],
@@ -62,6 +73,8 @@ async def run(n: int) -> dict[str, Any]:
         try:
             await asyncio.sleep(0.2)  # the watch is open before the first create
             before = await c.agent_counts()
+            if profile is not None:
+                os.kill(agent_pid(c), signal.SIGUSR1)
             cpu0 = agent_cpu_seconds(c)
             t0 = time.monotonic()
             await asyncio.gather(*(c.admin.create_pod(api_pod(name, c.agent.node)) for name in names))
@@ -69,6 +82,8 @@ async def run(n: int) -> dict[str, Any]:
             await wait_ready(c, tracker, set(names), watch)
             await asyncio.sleep(2 * LOCAL_POLL)  # the agent's view of the last pods, which may come after the API's
             cpu = agent_cpu_seconds(c) - cpu0
+            if profile is not None:
+                os.kill(agent_pid(c), signal.SIGUSR2)
             work = counts_delta(before, await c.agent_counts())
         finally:
             watch.cancel()
@@ -93,13 +108,30 @@ async def run(n: int) -> dict[str, Any]:
         }
 
 
-async def main(counts: list[int]) -> None:
+async def floor(n: int) -> dict[str, Any]:
+    """The same N pods created straight through the runtime, at once: per pod and last."""
+    direct = direct_cri_startup if agent_runtime() == "containerd" else direct_startup
+    times, total = await direct(n)
+    return {"runtime": agent_runtime(), "latency": summary(times), "total": total}
+
+
+async def main(counts: list[int], profile: Path | None = None, with_floor: bool = True) -> None:
     if not counts or min(counts) < 1:
         raise SystemExit("cluster-startup: --pods needs counts of at least 1")
-    data = [await run(n) for n in counts]
-    rows = [[d["pods"], d["latency"]["p50"], d["latency"]["p90"], d["latency"]["p99"], d["total"], d["creates_took"],
+    data = []
+    for n in counts:
+        base = await floor(n) if with_floor else None
+        d = await run(n, profile.with_name(f"{profile.name}-{n}") if profile else None)
+        d["floor"] = base
+        data.append(d)
+    nan = float("nan")
+    rows = [[d["pods"], d["latency"]["p50"], d["latency"]["p90"], d["latency"]["p99"], d["total"],
+             d["floor"]["latency"]["p99"] if d["floor"] else nan, d["floor"]["total"] if d["floor"] else nan,
+             d["total"] / d["floor"]["total"] if d["floor"] else nan, d["creates_took"],
              d["api_lag"]["p50"], d["api_lag"]["p99"], d["pod_syncs_per_pod"], d["status_patches_per_pod"], d["agent_requests"],
              d["peak_requests_per_s"], d["delete_all"], d["agent_cpu_s_per_pod"]] for d in data]
-    print(table(["pods", "p50 s", "p90", "p99", "total", "creates", "API lag p50", "p99", "syncs/pod", "status PATCH/pod",
-                 "agent reqs", "peak req/s", "delete all s", "agent CPU s/pod"], rows))
+    print(f"runtime: {agent_runtime()}")
+    print(table(["pods", "p50 s", "p90", "p99", "total", "floor p99", "floor total", "ratio total", "creates",
+                 "API lag p50", "p99", "syncs/pod", "status PATCH/pod", "agent reqs", "peak req/s", "delete all s",
+                 "agent CPU s/pod"], rows))
     print("results:", write_result("cluster-startup", {"runs": data}))

@@ -121,7 +121,7 @@ class Agent:
 
         self.workers = workers = PodWorkers(make_worker, on_finished=self._worker_finished)
         self.stats: StatsProvider | None = None  # once the runtime has said where its filesystems are (run)
-        self.pleg = PLEG(runtime, clock, metrics, workers.wake)
+        self.pleg = PLEG(runtime, clock, metrics, workers.wake, changed=workers.runtime_changed)
         self.housekeeping = hk = Housekeeping(config, runtime, clock, recorder, metrics, self.statuses, self.checkpoint,
                                               (self.container_backoff, self.image_backoff), self.containers.logs,
                                               reopener, self._stats, workers, self.pleg)
@@ -181,7 +181,7 @@ class Agent:
         self.pod_config.set_source_pods(source, pods)
         if self.api_pods is not None:
             self.api_pods.mirrors.wake()
-        self.housekeeping.update_gauges()
+        self.housekeeping.update_gauges_soon()
         self.housekeeping.stop_orphans_once_sources_seen()
 
     def _sources_seen(self) -> bool:

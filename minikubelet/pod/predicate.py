@@ -114,13 +114,26 @@ class PredicateAdmitHandler:
         self._metrics = metrics or Metrics()
         self._evict = evict
         self._comparison_operators = bool((feature_gates or {}).get(TAINT_COMPARISON_GATE, False))
+        # id of an admitted pod object -> (it, its view): each admission reads every admitted pod, which
+        # changes far less often than pods are admitted; kept only for the pods of the last admission
+        self._views: dict[int, tuple[Pod, PodView]] = {}
+
+    def _views_of(self, pods: Sequence[Pod]) -> list[PodView]:
+        known, views, out = self._views, {}, []
+        for p in pods:
+            hit = known.get(id(p))  # the object is held with its view: its id names no other while cached
+            entry = hit if hit is not None and hit[0] is p else (p, PodView.of(p))
+            views[id(p)] = entry
+            out.append(entry[1])
+        self._views = views
+        return out
 
     def admit(self, pod: Pod, admitted: Sequence[Pod]) -> PodAdmitResult:
         view = PodView.of(pod)
         os_refusal = _os_result(view)
         if os_refusal is not None:
             return os_refusal
-        others = [PodView.of(p) for p in admitted]
+        others = self._views_of(admitted)
         failures = general_filter(view, others, self._node(), self._comparison_operators)
         only_affinity = bool(failures) and all(
             isinstance(f, PredicateFailure) and f.name == NODE_AFFINITY[0] for f in failures)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.metrics import Metrics
+from minikubelet.runtime.pod_cache import ObjectEvent, PodListing, RuntimeFact
 
 log = logging.getLogger("minikubelet.runtime.pleg")
 
@@ -24,11 +25,13 @@ def container_state(word: str) -> str:
 
 class PLEG:
     def __init__(self, runtime: Runtime, clock: Clock, metrics: Metrics, wake: Callable[[str], None],
-                 relist_period: float = 1.0) -> None:
+                 relist_period: float = 1.0, changed: Callable[[str, RuntimeFact], None] | None = None) -> None:
+        """`changed(uid, fact)`: what the PLEG saw of a pod, for its worker to tell whether it has seen it
+        already; without it, `wake(uid)`."""
         self._runtime = runtime
         self._clock = clock
         self._metrics = metrics
-        self._wake = wake
+        self._changed = changed or (lambda uid, _fact: wake(uid))
         self.relist_period = relist_period
         self._seen: dict[str, frozenset[tuple[str, str]]] = {}
         self.last_relist = 0.0  # monotonic; 0 = never
@@ -46,6 +49,7 @@ class PLEG:
         running_pods: set[str] = set()
         states = dict.fromkeys(self._container_states, 0)
         summaries = await self._runtime.list_summaries()
+        listed = self._clock.monotonic()
         self._last_start = t0
         for obj in summaries:
             if not obj.pod_uid:
@@ -66,8 +70,8 @@ class PLEG:
         self._metrics.running_pods.set(len(running_pods))
         frozen = {uid: frozenset(v) for uid, v in current.items()}
         for uid in set(frozen) | set(self._seen):
-            if frozen.get(uid) != self._seen.get(uid):
-                self._wake(uid)
+            if (objects := frozen.get(uid, frozenset())) != self._seen.get(uid):
+                self._changed(uid, PodListing(objects, listed))
         self._seen = frozen
         self.runtime_uids = uids
         self.last_relist = self._clock.monotonic()
@@ -87,7 +91,8 @@ class PLEG:
             try:
                 async for event in self._runtime.events():
                     if event.pod_uid:
-                        self._wake(event.pod_uid)
+                        self._changed(event.pod_uid,
+                                      ObjectEvent(event.container_id, event.type, self._clock.monotonic()))
                 log.warning("runtime event stream ended; subscribing again")
             except Exception as e:  # a broken stream must not end the agent; relists cover the gap
                 log.warning("runtime event stream failed", extra={"kv": {"err": str(e)}})

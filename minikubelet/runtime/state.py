@@ -36,6 +36,8 @@ class PodRuntimeState:
     uid: str
     sandboxes: list[PodSandboxStatus] = field(default_factory=list)  # newest first
     containers: list[ContainerStatus] = field(default_factory=list)  # newest first
+    # object id -> clock.monotonic() before the runtime was asked for it (the pod cache's freshness); absent: unknown
+    read_at: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sandboxes.sort(key=lambda s: (s.metadata.attempt, s.created_at), reverse=True)

@@ -54,6 +54,9 @@ class ApiserverPodSource:
         self.watch = ListWatch(client, PODS_PATH, clock, field_selector=f"spec.nodeName={node_name}", **kwargs)
         self._pods: dict[str, Pod] = {}  # uid -> pod as the API server sent it
         self._seen: dict[str, str] = {}  # uid -> config.seen, kept across updates of the pod
+        # uid -> (the API object, our annotated copy of it): each event changes one pod, so the others' copies
+        # are reused (the same objects, which the merge then compares at no cost) instead of rebuilt
+        self._copies: dict[str, tuple[Pod, Pod]] = {}
         self._over_limit_logged = False
         self.seen = False  # the first list arrived (upstream sourcesReady)
 
@@ -75,9 +78,13 @@ class ApiserverPodSource:
         else:
             self._put(event.object)
         self._seen = {uid: t for uid, t in self._seen.items() if uid in self._pods}
+        self._copies = {uid: c for uid, c in self._copies.items() if self._pods.get(uid) is c[0]}
         self.seen = True
-        mirrors = [p for p in self._pods.values() if _is_mirror(p)]
-        self._update(API_SOURCE, [self._annotated(p) for p in self._pods.values() if not _is_mirror(p)])
+        mirrors: list[Pod] = []
+        pods: list[Pod] = []
+        for p in self._pods.values():
+            (mirrors if _is_mirror(p) else pods).append(p)
+        self._update(API_SOURCE, [self._annotated(p) for p in pods])
         self._mirrors(mirrors)
 
     def pod(self, uid: str) -> Pod | None:
@@ -110,6 +117,9 @@ class ApiserverPodSource:
         """The pod with the annotations every source's pods carry (upstream podStorage.merge): where it came
         from and when the agent first saw it. Only our copy changes, never the API object."""
         uid = podview.uid(pod)
+        cached = self._copies.get(uid)
+        if cached is not None and cached[0] is pod:
+            return cached[1]
         seen = self._seen.setdefault(uid, rfc3339(self.clock.now()))
         # The status stays: conditions other components set (readiness gates, DisruptionTarget) and a terminal
         # phase are read from it (upstream HandlePodReconcile). managedFields are of no use here and can be
@@ -120,7 +130,9 @@ class ApiserverPodSource:
         annotations.setdefault(CONFIG_SEEN_ANNOTATION, seen)
         md["annotations"] = annotations
         # List items come without kind and apiVersion, watch events with them: the same pod either way.
-        return {**pod, "apiVersion": "v1", "kind": "Pod", "metadata": md}
+        copy = {**pod, "apiVersion": "v1", "kind": "Pod", "metadata": md}
+        self._copies[uid] = (pod, copy)
+        return copy
 
 
 def _is_mirror(pod: Pod) -> bool:

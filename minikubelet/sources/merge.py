@@ -68,8 +68,9 @@ class PodConfig:
                 continue
             # Within one source the pod that already holds the uid keeps it; otherwise the first one.
             prev = old.get(uid)
-            keep = next((p for p in candidates if prev is not None and podview.full_name(p) == podview.full_name(prev)),
-                        candidates[0])
+            keep = candidates[0] if len(candidates) == 1 else next(
+                (p for p in candidates if prev is not None and podview.full_name(p) == podview.full_name(prev)),
+                candidates[0])
             new[uid] = keep
             for p in candidates:
                 if p is not keep:

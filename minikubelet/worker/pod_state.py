@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minikubelet.runtime.pod_cache import SeenPod
+
 
 @dataclass
 class ImageFailure:
@@ -23,6 +25,9 @@ class PodSyncState:
     override: tuple[str, str, str] | None = None  # (phase, reason, message) set by the active deadline
     wake_at: float | None = None  # monotonic time of the earliest wake-up a sync asked for
     sync_failed: bool = False  # this pass failed (upstream SyncPod's error): the worker backs off
+    # the pod as this pass left it in the runtime, when the pass ended with nothing left to do (None otherwise):
+    # a runtime change it already shows wakes the worker no sooner
+    seen: SeenPod | None = None
 
     def wake_no_later_than(self, at: float) -> None:
         if self.wake_at is None or at < self.wake_at:

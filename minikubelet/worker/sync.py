@@ -19,6 +19,7 @@ from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.events import resize as resize_events
 from minikubelet.metrics import Metrics
+from minikubelet.runtime.pod_cache import SeenPod
 from minikubelet.runtime.resource_checkpoint import PodResourceCheckpoint
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from minikubelet.status.generate import StatusInputs, compute_status
@@ -84,10 +85,12 @@ class PodSyncer:
         return self.containers.cgroups
 
     async def observe(self, uid: str) -> PodRuntimeState:
+        asked = self._clock.monotonic()
         sandboxes, containers = await asyncio.gather(
             self._runtime.list_pod_sandboxes({LABEL_POD_UID: uid}), self._runtime.list_containers({LABEL_POD_UID: uid})
         )
-        return PodRuntimeState(uid, list(sandboxes), list(containers))
+        read_at = dict.fromkeys([*(s.id for s in sandboxes), *(c.id for c in containers)], asked)
+        return PodRuntimeState(uid, list(sandboxes), list(containers), read_at)
 
     def _probe_results(self, uid: str) -> ProbeResults:
         return self._probes.results(uid) if self._probes is not None else ProbeResults()
@@ -97,6 +100,7 @@ class PodSyncer:
         """Make the runtime match the spec. Returns how to terminate the pod once it must stop, else None."""
         uid = view.uid
         pod = view.raw
+        st.seen = None
         state = await self.observe(uid)
         reported = self._statuses.get_pod_status(uid)
         if reported is not None and reported.get("phase") in ("Succeeded", "Failed"):
@@ -132,6 +136,11 @@ class PodSyncer:
         self._after_sync(view, state, st)
         if status.get("phase") in ("Succeeded", "Failed"):
             return KillPodOptions()
+        # A sync from this state would do nothing more; an active deadline is armed from the status this sync
+        # published, by the next one.
+        if not (view.active_deadline_seconds or 0) > 0 and compute_pod_actions(
+                view, state, self._probe_results(uid), self._actuated_lookup(uid)).idle:
+            st.seen = SeenPod.of(state)
         return None
 
     def _deadline_exceeded(self, view: PodView, st: PodSyncState, reported: dict[str, Any] | None) -> bool:
@@ -184,9 +193,11 @@ class PodSyncer:
             sandbox_id = await self.containers.create_sandbox(view, actions.attempt, st)
             if not sandbox_id:
                 return None
+            asked = self._clock.monotonic()
             sandbox = await self._status_of_sandbox(sandbox_id) if fresh else None
             # the new sandbox's own status instead of listing the pod's sandboxes and containers again
-            state = PodRuntimeState(uid, [sandbox, *state.sandboxes], []) if sandbox else await self.observe(uid)
+            state = (PodRuntimeState(uid, [sandbox, *state.sandboxes], [], {**state.read_at, sandbox.id: asked})
+                     if sandbox else await self.observe(uid))
         if state.sandbox is None:
             return None
         reported = self._statuses.get_pod_status(uid)
@@ -222,11 +233,13 @@ class PodSyncer:
         all_started = await start_each(actions.containers_to_start)
         if not (fresh and all_started):
             return None
+        asked = self._clock.monotonic()
         try:
             statuses = await asyncio.gather(*(self._runtime.container_status(cid) for cid in started))
         except NotFoundError:  # gone already (removed from outside): the relist says what is left
             return None
-        return PodRuntimeState(uid, list(state.sandboxes), list(statuses))
+        return PodRuntimeState(uid, list(state.sandboxes), list(statuses),
+                               {**state.read_at, **dict.fromkeys((s.id for s in statuses), asked)})
 
     # --- in-place resize ----------------------------------------------------------------------
     def _actuated_lookup(self, uid: str) -> ActuatedLookup | None:

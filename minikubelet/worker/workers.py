@@ -20,6 +20,7 @@ from minikubelet.base.clock import Clock, sleep_until_woken
 from minikubelet.base.grace import effective_grace_period
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.metrics import Metrics
+from minikubelet.runtime.pod_cache import RuntimeFact
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, PodStatusFn
 from minikubelet.worker.pod_state import PodSyncState
 from minikubelet.worker.sync import PodSyncer
@@ -48,6 +49,8 @@ class PodWorker:
         self._grace: int | None = None  # the grace of the requested termination; a shorter one given later wins
         self._removed = False
         self._wake = asyncio.Event()
+        # the runtime changes (from the PLEG) that woke it since the pass began; None once anything else did
+        self._facts: list[RuntimeFact] | None = []
         self._urgent = False  # a new spec, a kill or a removal: synced even during a back-off
         self._backoff_until: float | None = None  # after a failed sync, runtime events wait for this
         # an adopted pod was started by an earlier agent: its start is not this agent's to measure
@@ -61,7 +64,25 @@ class PodWorker:
     def wake(self, urgent: bool = False) -> None:
         """Sync soon. A plain wake (runtime event, probe result) waits out the back-off of a failed sync."""
         self._urgent = self._urgent or urgent
+        self._facts = None
         self._wake.set()
+
+    def runtime_changed(self, fact: RuntimeFact) -> None:
+        """The PLEG saw the pod change in the runtime: sync soon, unless the last sync already saw it."""
+        if self._facts is not None:
+            self._facts.append(fact)
+        self._wake.set()
+
+    def _woken(self) -> bool:
+        """Woken by something the last sync has not seen (the PLEG's facts it already shows do not count)."""
+        if not self._wake.is_set():
+            return False
+        seen, facts = self.st.seen, self._facts
+        if seen is None or facts is None or not all(seen.reflects(f) for f in facts):
+            return True
+        self._wake.clear()
+        facts.clear()
+        return False
 
     def update(self, pod: Pod, *, sync: bool = True) -> None:
         """A new version of the same pod (same uid). Ignored once the pod is terminating. `sync=False`: keep it
@@ -124,6 +145,7 @@ class PodWorker:
     async def run(self) -> None:
         while True:
             t0 = time.monotonic()
+            self._facts, self.st.seen = [], None
             op = self._operation()
             self.st.sync_failed = False
             try:
@@ -210,7 +232,7 @@ class PodWorker:
             self.st.wake_at = None
             return
         self._urgent = False
-        if self._wake.is_set():
+        if self._woken():
             self._wake.clear()
             self.st.wake_at = None
             return
@@ -219,8 +241,11 @@ class PodWorker:
         else:
             # upstream jitters the periodic resync by up to half a period so pods do not sync in lockstep
             deadline = self._clock.monotonic() + self._resync_period * (1 + 0.5 * random.random())
-        delay = max(0.0, deadline - self._clock.monotonic())
-        await sleep_until_woken(self._clock, delay, self._wake)
+        while True:
+            delay = max(0.0, deadline - self._clock.monotonic())
+            await sleep_until_woken(self._clock, delay, self._wake)
+            if not self._wake.is_set() or self._woken() or self._clock.monotonic() >= deadline:
+                break
         self._wake.clear()
         self.st.wake_at = None
 
@@ -287,6 +312,11 @@ class PodWorkers:
         w = self._workers.get(uid)
         if w is not None:
             w.wake(urgent)
+
+    def runtime_changed(self, uid: str, fact: RuntimeFact) -> None:
+        w = self._workers.get(uid)
+        if w is not None:
+            w.runtime_changed(fact)
 
     def wake_all(self, urgent: bool = False) -> None:
         for w in self._workers.values():

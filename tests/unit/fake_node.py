@@ -74,7 +74,7 @@ class FakeNode:
                                   self.recorder, metrics=self.metrics)
         self.config = PodConfig(self.manager.handle)
         self.gc = ContainerGC(self.runtime, self.clock, containers.logs, self.workers.uids)
-        self.pleg = PLEG(self.runtime, self.clock, self.metrics, self.workers.wake)
+        self.pleg = PLEG(self.runtime, self.clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._pleg_task = asyncio.get_running_loop().create_task(self.pleg.run_events())
 
     def _worker(self, pod: Pod, adopted: bool) -> PodWorker:

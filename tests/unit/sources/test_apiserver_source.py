@@ -129,3 +129,20 @@ def test_foreign_and_malformed_objects_are_dropped_and_the_set_is_bounded() -> N
         item["metadata"]["uid"] = f"u{i}"
     source.apply(WatchEvent(LIST, items=tuple(items)))
     assert sets.names() == ["p0", "p1"]
+
+
+def test_an_event_rebuilds_only_the_copy_of_the_pod_it_names() -> None:
+    sets = Sets()
+    source = ApiserverPodSource(None, "n1", RealClock(), sets)  # type: ignore[arg-type]  # never talks
+    items = [_pod(f"p{i}", "n1") for i in range(2)]
+    for i, item in enumerate(items):
+        item["metadata"]["uid"] = f"u{i}"
+    source.apply(WatchEvent(LIST, items=tuple(items)))
+    p0, p1 = sets.last("p0"), sets.last("p1")
+    changed = {**items[1], "metadata": {**items[1]["metadata"], "labels": {"a": "b"}}}
+    source.apply(WatchEvent("MODIFIED", object=changed))
+    assert sets.last("p0") is p0  # the same copy: the merge sees the same pod
+    assert sets.last("p1") is not p1 and sets.last("p1")["metadata"]["labels"] == {"a": "b"}
+    assert sets.last("p1")["metadata"]["annotations"] == p1["metadata"]["annotations"]  # config.seen kept
+    source.apply(WatchEvent(LIST, items=tuple(items)))  # a relist: the same objects, their copies again
+    assert sets.last("p0") is p0 and sets.last("p1")["metadata"].get("labels") is None

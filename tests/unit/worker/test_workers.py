@@ -329,3 +329,21 @@ async def test_an_adopted_pods_created_sandbox_is_removed_on_the_first_sync_as_e
         assert [(s.metadata.attempt, s.state.name) for s in sandboxes] == [(1, "READY")]
     finally:
         await successor.close()
+
+
+async def test_runtime_events_of_what_the_last_sync_saw_start_no_sync(node: FakeNode) -> None:
+    """upstream's PLEG cache: the events of the pod's own sandbox and container starts come after the sync that
+    made them and read them back; they bring no second relist of the pod, an exit does."""
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+
+    def relists() -> int:
+        return sum(1 for c in node.runtime.calls if c.op == "list_containers")
+
+    assert node.phase() == "Running"
+    assert relists() == 1  # the create's own look at the pod; the four start events after it add none
+    node.runtime.exit_container(node.runtime.container_id("app"), 1)
+    await node.settle()
+    assert relists() == 3  # the exit's sync and its look after the restart; the restart's events add none
+    assert node.container_state("app")["lastState"]["terminated"]["exitCode"] == 1
+    assert sum(1 for c in node.runtime.calls if c.op == "start_container") == 2  # restarted at once
