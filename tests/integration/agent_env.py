@@ -24,6 +24,7 @@ import yaml
 
 from cri.remote import RemoteRuntime
 from tests.apiserver import ApiServer
+from tests.apiserver.client import ApiStatusError, Client
 
 BUSYBOX = "minikubelet.test/busybox:1.36"
 PAUSE = "registry.k8s.io/pause:3.10"
@@ -325,6 +326,15 @@ class JoinedAgent(AgentProcess):
         super().__init__(base, docker_host)
         self.kubeconfig = api.write_kubeconfig(base / "kubelet.conf", api.node_identity(self.node))
         self.args = ["--kubeconfig", str(self.kubeconfig), *args]
+
+
+async def registered_node(admin: Client, name: str) -> dict[str, Any] | None:
+    """The Node `name` once the API server has it (a check for `AgentProcess.wait_for`)."""
+    try:
+        node: dict[str, Any] = await admin.get("nodes", name)
+    except ApiStatusError:
+        return None
+    return node
 
 
 @contextlib.asynccontextmanager

@@ -7,6 +7,7 @@ its container; a memory limit below what is in use is refused with PodResizeInPr
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -19,11 +20,11 @@ import aiodocker
 import pytest
 
 from tests.apiserver import ApiServer
-from tests.apiserver.client import ApiStatusError, Client
+from tests.apiserver.client import Client
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
 from tests.integration import runtime_view as views
-from tests.integration.agent_env import JoinedAgent, stop_and_clean
+from tests.integration.agent_env import JoinedAgent, registered_node, stop_and_clean
 from tests.integration.kubectl_cli import kubectl
 from tests.integration.runtime_view import RuntimeView
 from tests.metrics_reference import parse
@@ -123,14 +124,7 @@ async def started_agent(tmp_path: Path, api: ApiServer) -> JoinedAgent:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     agent.start()
 
-    async def node() -> bool:
-        try:
-            await api.admin().get("nodes", agent.node)
-        except ApiStatusError:
-            return False
-        return True
-
-    await agent.wait_for("the Node", node, timeout=60)
+    await agent.wait_for("the Node", functools.partial(registered_node, api.admin(), agent.node), timeout=60)
     return agent
 
 

@@ -6,6 +6,7 @@ by CSR, tlsMinVersion, bearer tokens through TokenReview, SubjectAccessReview pe
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ from tests.apiserver.proxy import KubeletProxy
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
 from tests.integration import runtime_view as views
-from tests.integration.agent_env import AgentProcess, JoinedAgent, free_port, stop_and_clean
+from tests.integration.agent_env import AgentProcess, JoinedAgent, free_port, registered_node, stop_and_clean
 from tests.integration.kubectl_cli import kubectl
 from tests.integration.runtime_view import RuntimeView
 
@@ -300,14 +301,7 @@ async def test_bearer_tokens_and_subresource_authorization(tmp_path: Path, api: 
     admin = api.admin()
     agent.start()
     try:
-        async def registered() -> bool:
-            try:
-                await admin.get("nodes", agent.node)
-            except ApiStatusError:
-                return False
-            return True
-
-        await agent.wait_for("the Node", registered, timeout=60)
+        await agent.wait_for("the Node", functools.partial(registered_node, admin, agent.node), timeout=60)
         await admin.create({"apiVersion": "v1", "kind": "ServiceAccount",
                             "metadata": {"name": "log-reader", "namespace": "default"}})
         reply = await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts/log-reader/token",

@@ -5,6 +5,7 @@ v1.36 kubelet families, and every kubernetes-mixin kubelet selector is evaluated
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,10 @@ import aiodocker
 import pytest
 
 from tests.apiserver import ApiServer
-from tests.apiserver.client import ApiStatusError
 from tests.apiserver.proxy import KubeletProxy
 from tests.images import BUSYBOX_IMAGE
 from tests.integration import agent_env
-from tests.integration.agent_env import AgentProcess, free_port, stop_and_clean
+from tests.integration.agent_env import AgentProcess, free_port, registered_node, stop_and_clean
 from tests.metrics_reference import Family, Sample, compare, matches, parse, selectors
 
 docker = agent_env.docker
@@ -84,14 +84,7 @@ async def test_scrapes_match_the_kubelet_and_every_mixin_selector_finds_its_seri
     admin = api.admin()
     agent.start()
     try:
-        async def registered() -> bool:
-            try:
-                await admin.get("nodes", agent.node)
-            except ApiStatusError:
-                return False
-            return True
-
-        await agent.wait_for("the Node registered", registered, timeout=60)
+        await agent.wait_for("the Node registered", functools.partial(registered_node, admin, agent.node), timeout=60)
         await admin.create(_pod(agent.node))
 
         async def ready() -> bool:

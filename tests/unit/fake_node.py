@@ -4,7 +4,9 @@ FakeClock, for unit tests that drive whole pod lifecycles without Docker or real
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +119,13 @@ class FakeNode:
         await self.workers.shutdown()
         self._pleg_task.cancel()
         await asyncio.gather(self._pleg_task, return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def running_node(root: Path, **options: Any) -> AsyncIterator[FakeNode]:
+    """A FakeNode for one test, closed afterwards (`options` as FakeNode takes them)."""
+    node = FakeNode(root, **options)
+    try:
+        yield node
+    finally:
+        await node.close()

@@ -14,17 +14,14 @@ from cri.errors import RuntimeError_
 from cri.fake import Program
 from minikubelet.base.podview import Pod
 from minikubelet.services.housekeeping import set_pod_gauges
-from tests.unit.fake_node import IMAGE, FakeNode, make_pod
+from tests.unit.fake_node import IMAGE, FakeNode, make_pod, running_node
 from tests.unit.metrics.scrape import scrape, value
 
 
 @pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
-    n = FakeNode(tmp_path, max_pods=2)
-    try:
+    async with running_node(tmp_path, max_pods=2) as n:
         yield n
-    finally:
-        await n.close()
 
 
 def api_pod(name: str, uid: str, containers: list[dict[str, Any]] | None = None) -> Pod:

@@ -15,16 +15,13 @@ from minikubelet.base.podview import Pod
 from minikubelet.node.labels import initial_node
 from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
-from tests.unit.fake_node import FakeNode, make_pod
+from tests.unit.fake_node import FakeNode, make_pod, running_node
 
 
 @pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
-    n = FakeNode(tmp_path, max_pods=2)
-    try:
+    async with running_node(tmp_path, max_pods=2) as n:
         yield n
-    finally:
-        await n.close()
 
 
 async def test_a_new_version_waits_until_the_old_one_has_stopped(node: FakeNode) -> None:

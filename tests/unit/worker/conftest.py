@@ -7,13 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.fake_node import FakeNode
+from tests.unit.fake_node import FakeNode, running_node
 
 
 @pytest.fixture
 async def node(tmp_path: Path) -> AsyncIterator[FakeNode]:
-    n = FakeNode(tmp_path)
-    try:
+    async with running_node(tmp_path) as n:
         yield n
-    finally:
-        await n.close()
