@@ -10,8 +10,7 @@ import asyncio
 import sys
 import time
 
-from prometheus_client import CollectorRegistry
-
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.server.app import KubeletServer
 
 REQUEST = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"

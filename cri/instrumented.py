@@ -6,7 +6,7 @@ increments `kubelet_runtime_operations{operation_type}`, observes
 `kubelet_runtime_operations_errors{operation_type}`. Wrapping the runtime itself, rather than
 the callers, is what makes the exec calls of probes and hooks count too.
 
-The metric objects come in through the constructor (anything with prometheus_client's
+The metric objects come in through the constructor (anything with the Prometheus metric types'
 `labels(...).inc()` / `.observe()`), so `cri` stays below `minikubelet.metrics`.
 """
 

@@ -9,8 +9,6 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
-
 from cri.conditions import ConditionsRuntime
 from cri.instrumented import InstrumentedRuntime
 from cri.network import PodNetworkRuntime
@@ -21,6 +19,7 @@ from minikubelet import __version__
 from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
 from minikubelet.config.kubelet_config import KubeletConfig, not_implemented_warnings
 from minikubelet.events import EventRecorder

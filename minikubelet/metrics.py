@@ -8,12 +8,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
-
 from minikubelet.base.kubetime import parse_time
+from minikubelet.base.prometheus import CollectorRegistry, Counter, Gauge, Histogram
 from minikubelet.metrics_node import NodeMetrics
-
-disable_created_metrics()  # type: ignore[no-untyped-call]  # the kubelet exports no *_created series
 
 # Go's prometheus DefBuckets
 DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)

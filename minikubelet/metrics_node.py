@@ -9,10 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Gauge, Histogram, Metric
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-
+from minikubelet.base.prometheus import Collector, CollectorRegistry, Gauge, GaugeMetricFamily, Histogram, Metric
 from minikubelet.metrics_text import PlainCounter
 
 DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)  # client_golang's DefBuckets

@@ -11,11 +11,8 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 
-from prometheus_client import Metric
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
-
 from minikubelet import KUBERNETES_VERSION, __version__
+from minikubelet.base.prometheus import Collector, CounterMetricFamily, GaugeMetricFamily, Metric
 
 # The gates this node reads, with their 1.36 stage ("" = GA, as upstream labels it) and default.
 FEATURE_GATES: Mapping[str, tuple[str, bool]] = {

@@ -8,8 +8,7 @@ import math
 from collections.abc import Iterable
 from decimal import Decimal
 
-from prometheus_client import CollectorRegistry, Metric
-from prometheus_client.registry import Collector
+from minikubelet.base.prometheus import Collector, CollectorRegistry, Metric
 
 
 def go_float(value: float) -> str:
@@ -47,7 +46,7 @@ def _escape_help(text: str) -> str:
     return text.replace("\\", r"\\").replace("\n", r"\n")
 
 
-# The kubelet's counters named without `_total` that are declared as prometheus_client Counters (which add it).
+# The kubelet's counters named without `_total` that are declared as Counters (which add it).
 PLAIN_COUNTERS = frozenset({"kubelet_pleg_discard_events", "kubelet_evictions", "kubelet_preemptions",
                             "kubelet_evented_pleg_connection_error_count",
                             "kubelet_evented_pleg_connection_success_count"})

@@ -8,11 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry
-
 from cri.runtime import RuntimeService
 from minikubelet.base.clock import Clock
 from minikubelet.base.podview import ContainerView, Pod, PodView, ProbeSpec
+from minikubelet.base.prometheus import CollectorRegistry
 from probes.metrics import ProbeIdentity, ProbeMetrics
 from probes.prober import run_probe
 from probes.result import ProbeKind, ProbeOutcome, Result

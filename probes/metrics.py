@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-
+from minikubelet.base.prometheus import CollectorRegistry, Counter, Histogram
 from probes.result import ProbeKind, Result
 
-# client_golang's DefBuckets (upstream sets none); prometheus_client's default has 0.075, 0.75 and 7.5 too
+# client_golang's DefBuckets (upstream sets none); the Histogram default has 0.075, 0.75 and 7.5 too
 DEF_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _RESULT_LABELS = {Result.SUCCESS: "successful", Result.FAILURE: "failed", Result.UNKNOWN: "unknown"}
 

@@ -7,8 +7,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
-
+from minikubelet.base.prometheus import CONTENT_TYPE_LATEST, CollectorRegistry
 from minikubelet.metrics import HttpRequestFamilies
 from minikubelet.metrics_text import render
 from minikubelet.server.limits import ServingLimits

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import weakref
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from minikubelet.base.prometheus import CollectorRegistry, Counter, Gauge, Histogram
 
 ERROR_CODE = "<error>"
 WEBHOOK_BUCKETS = (0.25, 0.5, 0.7, 1.0, 1.5, 3.0, 5.0, 10.0)

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client import Metric
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
-
+from minikubelet.base.prometheus import Collector, GaugeMetricFamily, Metric
 from minikubelet.stats.snapshot import Snapshot
 
 

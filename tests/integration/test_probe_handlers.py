@@ -9,12 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from cri.docker import DockerRuntime
 from cri.types import LABEL_POD_UID, ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import RealClock
 from minikubelet.base.podview import PodView
+from minikubelet.base.prometheus import CollectorRegistry
 from probes.exec import probe_exec
 from probes.grpc import probe_grpc
 from probes.manager import ProbeManager

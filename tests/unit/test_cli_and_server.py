@@ -4,8 +4,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.cli import main
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.routes import Routes

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from minikubelet.api.validation import validate_manifest
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.metrics import Metrics
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.static_pod import ManifestError, make_static_pod

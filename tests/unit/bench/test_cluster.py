@@ -7,7 +7,6 @@ import copy
 from typing import Any
 
 import pytest
-from prometheus_client import generate_latest
 
 from bench.cluster import (
     ReadyTimes,
@@ -20,6 +19,7 @@ from bench.cluster import (
     tally,
 )
 from minikubelet.metrics import Metrics
+from minikubelet.metrics_text import render
 from tests.fixtures import load
 
 Json = dict[str, Any]
@@ -119,7 +119,7 @@ def test_agent_counts_read_the_agents_own_metrics_exposition() -> None:
     m.pod_worker_duration.labels("kill").observe(1.0)
     m.runtime_operations.labels("list_podsandbox").inc(7)
     m.runtime_operations.labels("create_container").inc()
-    counts = agent_counts(generate_latest(m.registry).decode())
+    counts = agent_counts(render(m.registry).decode())
     assert counts == {"pod worker sync": 3.0, "pod worker kill": 1.0, "runtime list_podsandbox": 7.0,
                       "runtime create_container": 1.0}
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from minikubelet.base.clock import RealClock
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.kubeapi import client_metrics
 from minikubelet.kubeapi.kubeconfig import ClientConfig
 from minikubelet.kubeapi.rest import ApiError, ConnectError, RestClient, RetryPolicy

@@ -14,9 +14,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from prometheus_client import CollectorRegistry
 
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.kubeapi import client_metrics
 from minikubelet.kubeapi.kubeconfig import ExecConfig, ExecPlugin, KubeconfigError
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
-
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.metrics_text import render as exposition
 
 

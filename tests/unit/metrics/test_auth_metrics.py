@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from prometheus_client import CollectorRegistry
 
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.kubeapi.rest import ApiError
 from minikubelet.server.auth import Attributes, Authenticator, User, WebhookAuthorizer
 from minikubelet.server.auth_metrics import auth_metrics

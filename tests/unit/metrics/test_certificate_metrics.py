@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from minikubelet.base.clock import FakeClock, RealClock
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.kubeapi.kubeconfig import load_kubeconfig
 from minikubelet.kubeapi.rest import RestClient, RetryPolicy
 from minikubelet.metrics_node import certificate_metrics, ttl_seconds, use_registry

@@ -1,9 +1,8 @@
-"""The text exposition: client_golang's rendering of what prometheus_client holds."""
+"""The text exposition: client_golang's rendering of what the metric types hold."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
+from minikubelet.base.prometheus import CollectorRegistry, Counter, Gauge, Histogram
 from minikubelet.metrics import Metrics
 from minikubelet.metrics_text import PlainCounter, go_float, render
 

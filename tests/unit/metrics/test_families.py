@@ -255,8 +255,7 @@ def test_boot_time_reads_btime(tmp_path: object) -> None:
 
 
 def test_container_log_bytes_come_from_the_last_stats_pass() -> None:
-    from prometheus_client import CollectorRegistry
-
+    from minikubelet.base.prometheus import CollectorRegistry
     from minikubelet.stats.log_metrics import LogMetricsCollector
     from minikubelet.stats.snapshot import ContainerEntry, Fs, NodeEntry, PodEntry, Snapshot
 

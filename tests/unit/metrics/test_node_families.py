@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client import CollectorRegistry
 
 from cri.fake import FakeRuntime
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.metrics import Metrics
 from minikubelet.metrics_node import NodeMetrics
 from minikubelet.runtime.pleg import PLEG

@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from cri.runtime import RuntimeService
 from cri.types import ExecResult
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod, PodView
+from minikubelet.base.prometheus import CollectorRegistry
 from probes.manager import ProbeManager
 from probes.result import ProbeKind
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.pods_cache import RenderedPods
 from tests.unit.server.plain_client import plain_client

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from prometheus_client import CollectorRegistry
 
 from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
 from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.metrics import Metrics
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.auth import AlwaysAllow, Authenticator

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.metrics_node import NodeMetrics, VolumeCountCollector
 from minikubelet.volumes.manager import VolumeError, refresh_volumes, setup_volumes, teardown_pod_dir
 from minikubelet.volumes.mounter import MountPoint
