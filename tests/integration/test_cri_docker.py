@@ -137,13 +137,15 @@ async def test_run_pod_sandbox_and_create_are_idempotent(runtime: DockerRuntime)
 async def test_stop_honours_sigterm_and_kills_after_timeout(runtime: DockerRuntime) -> None:
     pod = pod_config(runtime)
     sandbox_id = await runtime.run_pod_sandbox(pod)
-    polite = await run_container(
-        runtime, sandbox_id, pod, container("polite", "trap 'exit 143' TERM; while true; do sleep 0.1; done")
-    )
-    stubborn = await run_container(
-        runtime, sandbox_id, pod, container("stubborn", "trap '' TERM; while true; do sleep 0.1; done")
-    )
-    await asyncio.sleep(0.5)  # let the shells install their traps
+    polite = await run_container(runtime, sandbox_id, pod, container(
+        "polite", "trap 'exit 143' TERM; touch /tmp/trapped; while true; do sleep 0.1; done"))
+    stubborn = await run_container(runtime, sandbox_id, pod, container(
+        "stubborn", "trap '' TERM; touch /tmp/trapped; while true; do sleep 0.1; done"))
+    for cid in (polite, stubborn):  # the shells' traps are in place (a fixed pause was too short under load)
+        for _ in range(200):
+            if (await runtime.exec_sync(cid, ["test", "-e", "/tmp/trapped"], 5.0)).exit_code == 0:
+                break
+            await asyncio.sleep(0.05)
 
     async def timed_stop(container_id: str, timeout: float) -> float:
         start = time.monotonic()
