@@ -1,5 +1,5 @@
-"""listener-cpu: CPU time per keep-alive GET /healthz on the h11 listener (read-only and healthz ports) and on
-the bounded aiohttp listener (10250), the same handler behind both, server and a raw client in one process.
+"""listener-cpu: CPU time per keep-alive GET /healthz on the h11 listener (every port of the agent) and, to
+compare, on a plain aiohttp application (which served 10250 before), server and a raw client in one process.
 
 `python -m bench.listener_cpu [h11|aiohttp] [requests]`: no Docker needed; run the two kinds interleaved.
 """
@@ -38,16 +38,22 @@ async def main(kind: str, n: int) -> None:
     if kind == "h11":
         port = (await server.serve("127.0.0.1", 0, server.health_routes())).port
     else:
-        from minikubelet.server.aiohttp_routes import aiohttp_handler
-        from minikubelet.server.serving import bounded_app
+        from aiohttp import web
 
-        app = bounded_app(server.limits)
-        app.router.add_get("/healthz", aiohttp_handler(server.healthz))
-        await server.serve_app("127.0.0.1", 0, app)
-        port = server.sites[-1].port
+        async def healthz(_request: web.Request) -> web.Response:
+            return web.Response(text="ok")
+
+        app = web.Application()
+        app.router.add_get("/healthz", healthz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        port = runner.addresses[0][1]
     await _client(port, n)  # warm-up
     took = await _client(port, n)
     await server.close()
+    if kind != "h11":
+        await runner.cleanup()
     print(f"{kind}: {took / n * 1e6:.0f} us CPU per request (server + client, {n} keep-alive requests)")
 
 

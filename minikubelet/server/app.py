@@ -11,15 +11,12 @@ from minikubelet.base.prometheus import CONTENT_TYPE_LATEST, CollectorRegistry
 from minikubelet.metrics import HttpRequestFamilies
 from minikubelet.metrics_text import render
 from minikubelet.server.limits import ServingLimits
-from minikubelet.server.listener import PlainSite
+from minikubelet.server.listener import HttpSite
 from minikubelet.server.pods_cache import PodList, PodsVersion, RenderedPods
 from minikubelet.server.request_metrics import InstrumentedRoutes
 from minikubelet.server.routes import Request, Response, Routes
 
 if TYPE_CHECKING:
-    from aiohttp import web
-
-    from minikubelet.server.serving import BoundedSite
     from minikubelet.server.stats import StatsHandlers
 
 HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, error or None)
@@ -44,8 +41,7 @@ class KubeletServer:
         self._probe_registry = probe_registry
         self._events = events
         self.http = http  # the request families, None: requests are not counted
-        self._runners: list[web.AppRunner] = []
-        self.sites: list[PlainSite | BoundedSite] = []
+        self.sites: list[HttpSite] = []
         self.stats: StatsHandlers | None = None  # set by the agent before serving
 
     @property
@@ -103,28 +99,19 @@ class KubeletServer:
         items = self._events(request.query.get("uid"))
         return Response.json({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
 
-    async def serve(self, host: str, port: int, routes: Routes, server_type: str | None = None) -> PlainSite:
-        """Serve `routes` over plain HTTP (h11: no aiohttp in an agent that serves only these ports); with a
-        `server_type`, the requests are counted under it."""
+    async def serve(self, host: str, port: int, routes: Routes, server_type: str | None = None,
+                    ssl_context: ssl.SSLContext | None = None) -> HttpSite:
+        """Serve `routes` (h11; over TLS with `ssl_context`); with a `server_type`, the requests are counted
+        under it (the 10250 API's routes count their own)."""
         if server_type is not None and self.http is not None:
             routes = InstrumentedRoutes(routes, self.http, server_type)
-        site = PlainSite(routes, host, port, self.limits)
+        site = HttpSite(routes, host, port, self.limits, ssl_context)
         await site.start()
         self.sites.append(site)
         return site
 
-    async def serve_app(self, host: str, port: int, app: web.Application,
-                        ssl_context: ssl.SSLContext | None = None) -> None:
-        """Serve an aiohttp application (the 10250 API, with its streams)."""
-        from minikubelet.server.serving import serve
-
-        runner, site = await serve(app, host, port, self.limits, ssl_context)
-        self._runners.append(runner)
-        self.sites.append(site)
-
     async def close(self) -> None:
-        plain = [s.stop() for s in self.sites if isinstance(s, PlainSite)]
-        await asyncio.gather(*plain, *(r.cleanup() for r in self._runners), return_exceptions=True)
+        await asyncio.gather(*(s.stop() for s in self.sites), return_exceptions=True)
 
 
 def _prometheus(registry: CollectorRegistry) -> Response:

@@ -5,7 +5,8 @@ syncloop), /pods, /runningpods/, /configz, /metrics and /metrics/probes (nodes/m
 /metrics/resource|cadvisor, /logs/ (the node's /var/log), /containerLogs, /exec, /attach, /portForward and /checkpoint (answered as a runtime without
 checkpoint support answers). No /debug/pprof. Before anything else, a path with literal `.`/`..` or empty segments
 is redirected (307) to its cleaned form, as Go's ServeMux does before the kubelet's auth filter runs; encoded ones
-(`%2e%2e`, `%2f`) are 404.
+(`%2e%2e`, `%2f`) are 404. Served by the h11 listener over TLS (`listener.py`); the streams take the connection over
+after a 101: SPDY/3.1 (`streaming/connection.py`) or WebSocket (`streaming/websocket.py`, wsproto).
 """
 
 from __future__ import annotations
@@ -14,13 +15,10 @@ import asyncio
 import html
 import json
 import logging
-import ssl
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
-
-from aiohttp import web
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from cri.errors import RuntimeError_
 from cri.runtime import Runtime
@@ -36,8 +34,6 @@ from cri.types import (
 )
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod
-from minikubelet.node.serving_certificate import ServingCertificateManager
-from minikubelet.server.aiohttp_routes import add_routes, aiohttp_handler
 from minikubelet.server.app import HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
 from minikubelet.server.exec import (
@@ -58,12 +54,26 @@ from minikubelet.server.port_forward import (
     serve_websocket_port_forward,
     stream_rejection,
 )
-from minikubelet.server.request_metrics import observed
-from minikubelet.server.serving import BoundedHandler, Handler, bounded_app
-from minikubelet.server.streaming import channel_codec, negotiation
+from minikubelet.server.request_metrics import observed_answer
+from minikubelet.server.routes import (
+    Answer,
+    ByteReader,
+    ByteWriter,
+    Request,
+    Response,
+    Routes,
+    Streamed,
+    Upgrade,
+    Write,
+)
+from minikubelet.server.streaming import channel_codec, negotiation, websocket
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
 from minikubelet.server.streaming.idle import IdleClosingWebSocket
+from minikubelet.server.streaming.websocket import ServerWebSocket
+
+if TYPE_CHECKING:
+    from minikubelet.node.serving_certificate import ServingCertificateManager  # its API client: not ours to load
 
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
@@ -75,14 +85,12 @@ Json = dict[str, Any]
 _ANNOTATION_RESTART = "io.kubernetes.container.restartCount"
 
 
-def _text(status: int, text: str) -> web.Response:
-    return web.Response(status=status, text=text, content_type="text/plain", charset="utf-8")
+def _text(status: int, text: str) -> Response:
+    return Response(status, text.encode(), "text/plain; charset=utf-8")
 
 
-def _plain(status: int, text: str) -> web.Response:
-    resp = _text(status, text)
-    resp.headers["X-Content-Type-Options"] = "nosniff"
-    return resp
+def _plain(status: int, text: str) -> Response:
+    return Response(status, text.encode(), "text/plain; charset=utf-8", {"X-Content-Type-Options": "nosniff"})
 
 
 def clean_path(path: str) -> str:
@@ -102,11 +110,9 @@ def clean_path(path: str) -> str:
     return cleaned
 
 
-def _redirect_307(location: str) -> web.Response:
-    resp = web.Response(status=307, text=f'<a href="{html.escape(location)}">Temporary Redirect</a>.\n\n',
-                        content_type="text/html", charset="utf-8")
-    resp.headers["Location"] = location
-    return resp
+def _redirect_307(location: str) -> Response:
+    return Response(307, f'<a href="{html.escape(location)}">Temporary Redirect</a>.\n\n'.encode(),
+                    "text/html; charset=utf-8", {"Location": location})
 
 
 @dataclass(frozen=True)
@@ -135,53 +141,40 @@ class KubeletAPI:
         self.background: list[asyncio.Task[None]] = []  # e.g. the serving certificate's renewal
         self.serving_certificates: ServingCertificateManager | None = None
 
-    def app(self) -> web.Application:
-        app = bounded_app(self.base.limits)
-        if self.base.http is not None:
-            app.middlewares.insert(0, self._count)  # every request, the refused ones too (upstream ServeHTTP)
-        app.middlewares.append(self._guard)
-        app.router.add_get("/healthz", self.healthz)
-        app.router.add_get("/healthz/{check}", self.healthz_check)
-        app.router.add_get("/pods", aiohttp_handler(self.base.pods))
-        app.router.add_get("/pods/", aiohttp_handler(self.base.pods))
-        app.router.add_get("/runningpods/", self.running_pods)
-        app.router.add_get("/configz", self.configz)
-        app.router.add_get("/metrics", aiohttp_handler(self.base.metrics))
-        app.router.add_get("/metrics/probes", aiohttp_handler(self.base.metrics_probes))
+    def routes(self) -> Routes:
+        """The API's routes, every request counted (refused ones too, as upstream's ServeHTTP), then guarded."""
+        routes = _GuardedRoutes(self)
+        routes.get("/healthz", self.healthz)
+        routes.get("/healthz/{check}", self.healthz_check)
+        routes.get("/pods", self.base.pods)
+        routes.get("/pods/", self.base.pods)
+        routes.get("/runningpods/", self.running_pods)
+        routes.get("/configz", self.configz)
+        routes.get("/metrics", self.base.metrics)
+        routes.get("/metrics/probes", self.base.metrics_probes)
         if self.base.stats is not None:
-            add_routes(app, self.base.stats.routes())
-        app.router.add_get("/logs", self.logs_root)
-        app.router.add_get("/logs/{tail:.*}", self.surface.node_logs.serve)
-        app.router.add_get("/containerLogs/{ns}/{pod}/{container}", self.container_logs)
-        app.router.add_post("/checkpoint/{ns}/{pod}/{container}", self.checkpoint)
-        for method in ("GET", "POST"):
-            app.router.add_route(method, "/exec/{ns}/{pod}/{container}", self.exec)
-            app.router.add_route(method, "/attach/{ns}/{pod}/{container}", self.attach)
-            app.router.add_route(method, "/portForward/{ns}/{pod}", self.port_forward)
-            app.router.add_route(method, "/portForward/{ns}/{pod}/{uid}", self.port_forward)
-        return app
+            routes.extend(self.base.stats.routes())
+        routes.get("/logs", self.logs_root)
+        routes.add(("GET", "HEAD"), "/logs/", self.surface.node_logs.serve, prefix=True)
+        routes.get("/containerLogs/{ns}/{pod}/{container}", self.container_logs)
+        routes.add(("POST",), "/checkpoint/{ns}/{pod}/{container}", self.checkpoint)
+        methods = ("GET", "POST")
+        routes.add(methods, "/exec/{ns}/{pod}/{container}", self.exec)
+        routes.add(methods, "/attach/{ns}/{pod}/{container}", self.attach)
+        routes.add(methods, "/portForward/{ns}/{pod}", self.port_forward)
+        routes.add(methods, "/portForward/{ns}/{pod}/{uid}", self.port_forward)
+        return routes
 
-    @web.middleware
-    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        assert self.base.http is not None
-        with observed(self.base.http, request.method, request.path, "readwrite"):
-            return await handler(request)
-
-    @web.middleware
-    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        raw = request.raw_path.split("?", 1)[0]
+    async def guard(self, request: Request, routes: Routes) -> Answer:
+        raw = request.raw_path.split("?", 1)[0] or request.path
         segments = raw.split("/")[1:]
         if any(s.lower() in ("%2e", "%2e%2e", ".%2e", "%2e.") or "%2f" in s.lower() for s in segments):
             return _text(404, "404 page not found\n")
         if (cleaned := clean_path(raw)) != raw:
             query = request.raw_path[len(raw):]
             return _redirect_307(cleaned + query)
-        der: bytes | None = None
-        ssl_obj = request.transport.get_extra_info("ssl_object") if request.transport is not None else None
-        if isinstance(ssl_obj, ssl.SSLObject):
-            der = ssl_obj.getpeercert(binary_form=True)
         try:
-            user = await self.authn.authenticate(der, request.headers.get("Authorization", ""))
+            user = await self.authn.authenticate(request.peer_certificate, request.headers.get("Authorization") or "")
         except Exception as exc:
             log.warning("authentication failed", extra={"kv": {"err": str(exc)[:200]}})
             user = None
@@ -196,18 +189,19 @@ class KubeletAPI:
                               f"subresource(s)=[{' '.join(a.subresource for a in attrs)}])\n")
         if not ok:
             return _text(403, forbidden_message(attrs))
-        try:
-            return await handler(request)
-        except web.HTTPNotFound:
-            return _plain(404, "404 page not found\n")  # no such route: Go's mux's answer
+        found = routes.lookup(request.method, request.path)
+        if isinstance(found, Response):
+            return _plain(404, "404 page not found\n") if found.status == 404 else found  # Go's mux's answer
+        handler, params = found
+        return await handler(replace(request, params=params))
 
     async def _checks(self) -> list[tuple[str, str | None]]:
         """Upstream's checkers in its order: ping, log, syncloop."""
         found = dict(await self.surface.health()) if self.surface.health is not None else {}
         return [("ping", None), ("log", None), ("syncloop", found.get("syncloop"))]
 
-    async def healthz(self, request: web.Request) -> web.Response:
-        excluded = set(request.query.getall("exclude", []))
+    async def healthz(self, request: Request) -> Response:
+        excluded = set(request.query.getall("exclude"))
         checks = [(n, e) for n, e in await self._checks() if n not in excluded]
         failed = any(e for _, e in checks)
         if not failed and "verbose" not in request.query:
@@ -216,25 +210,23 @@ class KubeletAPI:
         body += "healthz check failed\n" if failed else "healthz check passed\n"
         return _plain(500 if failed else 200, body)
 
-    async def healthz_check(self, request: web.Request) -> web.Response:
+    async def healthz_check(self, request: Request) -> Response:
         checks = dict(await self._checks())
-        name = request.match_info["check"]
+        name = request.params["check"]
         if name not in checks:
             return _text(404, "404 page not found\n")
         if (err := checks[name]) is not None:
             return _plain(500, f"internal server error: {err}\n")
         return _plain(200, "ok")
 
-    async def configz(self, _request: web.Request) -> web.Response:
-        resp = web.Response(body=json.dumps(self.surface.config, separators=(",", ":")).encode(),
-                            content_type="application/json")
-        resp.headers["X-Content-Type-Options"] = "nosniff"
-        return resp
+    async def configz(self, _request: Request) -> Response:
+        return Response(200, json.dumps(self.surface.config, separators=(",", ":")).encode(), "application/json",
+                        {"X-Content-Type-Options": "nosniff"})
 
-    async def logs_root(self, _request: web.Request) -> web.Response:
-        return web.Response(status=301, headers={"Location": "/logs/"})
+    async def logs_root(self, _request: Request) -> Response:
+        return Response(301, headers={"Location": "/logs/"})
 
-    async def running_pods(self, _request: web.Request) -> web.Response:
+    async def running_pods(self, _request: Request) -> Response:
         """Upstream getRunningPods: the runtime's running pods as bare v1 Pods (ToAPIPod)."""
         pods: dict[str, Json] = {}
 
@@ -259,18 +251,18 @@ class KubeletAPI:
                                          {"name": c.metadata.name, "image": c.image, "resources": {}}]
         body = {"kind": "PodList", "apiVersion": "v1", "metadata": {},
                 "items": sorted(pods.values(), key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))}
-        return web.Response(body=json.dumps(body, separators=(",", ":")).encode(), content_type="application/json")
+        return Response(200, json.dumps(body, separators=(",", ":")).encode(), "application/json")
 
-    async def checkpoint(self, request: web.Request) -> web.Response:
+    async def checkpoint(self, request: Request) -> Response:
         """ContainerCheckpoint is on in 1.36; neither runtime here implements CheckpointContainer, so a request
         that names an existing container gets the runtime's Unimplemented answer wrapped as upstream does."""
-        ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
+        ns, name, container = (request.params[k] for k in ("ns", "pod", "container"))
         pod = self._pod(ns, name)
         if pod is None:
             return _plain(404, "pod does not exist")
         if podview.PodView.of(pod).find(container) is None:
             return _plain(404, f"container {container} does not exist")
-        timeouts = request.query.getall("timeout", [])
+        timeouts = request.query.getall("timeout")
         if timeouts and not timeouts[-1].lstrip("-").isdigit():
             return _plain(404, "cannot parse value of timeout parameter")
         return _plain(500, f"checkpointing of {ns}/{name}/{container} failed "
@@ -287,10 +279,10 @@ class KubeletAPI:
         return sorted(found, key=lambda c: (int(c.annotations.get(_ANNOTATION_RESTART, "0") or 0), c.created_at),
                       reverse=True)
 
-    async def container_logs(self, request: web.Request) -> web.StreamResponse:
-        ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
+    async def container_logs(self, request: Request) -> Answer:
+        ns, name, container = (request.params[k] for k in ("ns", "pod", "container"))
         try:
-            opts = parse_log_options({k: request.query.getall(k) for k in request.query}, time.time_ns())
+            opts = parse_log_options(request.query.lists(), time.time_ns())
         except LogOptionsError as exc:
             return _text(exc.status, str(exc))
         pod = self._pod(ns, name)
@@ -304,12 +296,6 @@ class KubeletAPI:
             which = "previous terminated" if opts.previous else ""
             return _text(400, f'{which} container "{container}" in pod "{name}" is not available'.strip() + "\n")
         status = candidates[index]
-        resp = web.StreamResponse()
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
-        if not status.log_path:
-            await resp.write(f"unable to retrieve container logs for {status.id}".encode())
-            return resp
 
         async def running() -> bool:
             try:
@@ -317,16 +303,21 @@ class KubeletAPI:
             except RuntimeError_:
                 return False
 
-        try:
-            await LogReader(status.log_path, opts, resp.write, running).copy()
-        except FileNotFoundError:
-            await resp.write(f"unable to retrieve container logs for {status.id}".encode())
-        await resp.write_eof()
-        return resp
+        async def produce(write: Write) -> None:
+            unavailable = f"unable to retrieve container logs for {status.id}".encode()
+            if not status.log_path:
+                await write(unavailable)
+                return
+            try:
+                await LogReader(status.log_path, opts, write, running).copy()
+            except FileNotFoundError:
+                await write(unavailable)
 
-    async def exec(self, request: web.Request) -> web.StreamResponse:
-        ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
-        parsed = exec_options({k: request.query.getall(k) for k in request.query})
+        return Streamed(produce, 200, "application/octet-stream")
+
+    async def exec(self, request: Request) -> Answer:
+        ns, name, container = (request.params[k] for k in ("ns", "pod", "container"))
+        parsed = exec_options(request.query.lists())
         if isinstance(parsed, str):
             return _text(400, parsed)
         opts: ExecOptions = parsed
@@ -347,13 +338,13 @@ class KubeletAPI:
 
         return await self._stream(request, opts, exec_remote(start))
 
-    async def attach(self, request: web.Request) -> web.StreamResponse:
+    async def attach(self, request: Request) -> Answer:
         """Upstream `getAttach` + `GetAttach`: the tty is the container's own (it cannot change after start);
         stdin reaches the container only if it was created with `stdin: true` (else it is read and dropped,
         as containerd does); a container that is not running is not found, as the kubelet's running-pod lookup
         has it (500, the lookup's error text as the body)."""
-        ns, name, container = (request.match_info[k] for k in ("ns", "pod", "container"))
-        parsed = exec_options({k: request.query.getall(k) for k in request.query}, command_required=False)
+        ns, name, container = (request.params[k] for k in ("ns", "pod", "container"))
+        parsed = exec_options(request.query.lists(), command_required=False)
         if isinstance(parsed, str):
             return _text(400, parsed)
         opts: ExecOptions = parsed
@@ -376,50 +367,47 @@ class KubeletAPI:
 
         return await self._stream(request, opts, attach_remote(start))
 
-    async def _stream(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
-        if request.headers.get("Upgrade", "").lower() == "websocket":
-            offered = {p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")}
+    async def _stream(self, request: Request, opts: ExecOptions, remote: Remote[S]) -> Answer:
+        if websocket.is_upgrade(request.headers):
+            offered = {p.strip() for p in (request.headers.get("Sec-WebSocket-Protocol") or "").split(",")}
             if "v5.channel.k8s.io" in offered and self.base.http is not None:
                 # upstream counts the v5 (stream close) websockets it translates (ExtendWebSocketsToKubelet)
                 self.base.http.websocket_streaming.labels(request.path.lstrip("/").split("/", 1)[0]).inc()
-            return await self._stream_websocket(request, opts, remote)
-        if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
-            refused = _text(500, "Upgrade request required\n")  # Go's http.Error, as recorded
-            refused.headers["X-Content-Type-Options"] = "nosniff"
-            return refused
-        return await self._stream_spdy(request, opts, remote)
+            return self._stream_websocket(request, opts, remote)
+        if not negotiation.is_spdy_upgrade(request.headers.get("Connection") or "",
+                                           request.headers.get("Upgrade") or ""):
+            return _plain(500, "Upgrade request required\n")  # Go's http.Error, as recorded
+        return self._stream_spdy(request, opts, remote)
 
-    async def _stream_websocket(self, request: web.Request, opts: ExecOptions,
-                                remote: Remote[S]) -> web.StreamResponse:
-        ws = web.WebSocketResponse(protocols=channel_codec.REMOTECOMMAND_PROTOCOLS, max_msg_size=MAX_WS_MESSAGE,
-                                   heartbeat=None, autoping=True)
-        await ws.prepare(request)
-        protocol = ws.ws_protocol or ""
-        idle = IdleClosingWebSocket(ws, self.idle_timeout)
-        try:
-            await serve_websocket_exec(ChannelWebSocket(idle, protocol, len(channel_codec.Channel)), opts, remote)
-        finally:
-            await idle.stop()
-        return ws
+    def _stream_websocket(self, request: Request, opts: ExecOptions, remote: Remote[S]) -> Answer:
+        async def serve(ws: ServerWebSocket) -> None:
+            idle = IdleClosingWebSocket(ws, self.idle_timeout)
+            try:
+                await serve_websocket_exec(ChannelWebSocket(idle, ws.protocol, len(channel_codec.Channel)), opts,
+                                           remote)
+            finally:
+                await idle.stop()
 
-    async def _stream_spdy(self, request: web.Request, opts: ExecOptions, remote: Remote[S]) -> web.StreamResponse:
-        async def serve(reader: asyncio.StreamReader, writer: _TransportWriter, protocol: str) -> None:
+        return websocket.upgrade(request, channel_codec.REMOTECOMMAND_PROTOCOLS, serve, MAX_WS_MESSAGE)
+
+    def _stream_spdy(self, request: Request, opts: ExecOptions, remote: Remote[S]) -> Answer:
+        async def serve(reader: ByteReader, writer: ByteWriter, protocol: str) -> None:
             conn = SpdyConnection(reader, writer, ConnectionOptions(idle_timeout=self.idle_timeout))
             await serve_spdy_exec(conn, protocol, opts, remote)
 
-        return await _spdy_takeover(request, negotiation.REMOTECOMMAND_SPDY_PROTOCOLS, serve)
+        return _spdy_upgrade(request, negotiation.REMOTECOMMAND_SPDY_PROTOCOLS, serve)
 
-    async def port_forward(self, request: web.Request) -> web.StreamResponse:
-        ns, name, uid = request.match_info["ns"], request.match_info["pod"], request.match_info.get("uid", "")
-        websocket = request.headers.get("Upgrade", "").lower() == "websocket"
-        offered = negotiation.offered_protocols(request.headers.getall("Sec-WebSocket-Protocol", []))
-        tunnel = websocket and any(channel_codec.is_tunnel(p) for p in offered)
+    async def port_forward(self, request: Request) -> Answer:
+        ns, name, uid = request.params["ns"], request.params["pod"], request.params.get("uid", "")
+        upgrade = websocket.is_upgrade(request.headers)
+        offered = negotiation.offered_protocols(request.headers.getall("Sec-WebSocket-Protocol"))
+        tunnel = upgrade and any(channel_codec.is_tunnel(p) for p in offered)
         ports: tuple[int, ...] = ()
         if tunnel and self.base.http is not None:
             self.base.http.websocket_streaming.labels("portforward").inc()
-        if websocket and not tunnel:
+        if upgrade and not tunnel:
             try:
-                ports = channel_codec.parse_ports(request.query.getall("port", []))
+                ports = channel_codec.parse_ports(request.query.getall("port"))
             except channel_codec.ChannelError as exc:
                 return _text(400, str(exc))
             if len(ports) > MAX_CHANNEL_PORTS:
@@ -445,77 +433,57 @@ class KubeletAPI:
         # Two streams per forwarded connection, and a finished one may linger for the half-close grace.
         options = ConnectionOptions(idle_timeout=self.idle_timeout, max_streams=PORT_FORWARD_MAX_STREAMS)
         if tunnel:
-            ws = web.WebSocketResponse(protocols=(channel_codec.PORTFORWARD_TUNNEL,), max_msg_size=MAX_WS_MESSAGE,
-                                       heartbeat=None, autoping=True)
-            await ws.prepare(request)
-            if ws.ws_protocol != channel_codec.PORTFORWARD_TUNNEL:
-                await ws.close()
-                return ws
-            tunnel = WebSocketTunnel(ws)
-            conn = SpdyConnection(tunnel, tunnel, options, reject=stream_rejection)
-            await serve_spdy_port_forward(conn, target)
-            await ws.close()
-            return ws
-        if websocket:
-            ws = web.WebSocketResponse(protocols=channel_codec.PORTFORWARD_PROTOCOLS[1:], max_msg_size=MAX_WS_MESSAGE,
-                                       heartbeat=None, autoping=True)
-            await ws.prepare(request)
-            layout = channel_codec.PortForwardLayout(ports)
-            await serve_websocket_port_forward(ChannelWebSocket(ws, ws.ws_protocol or "", layout.channels), ports,
-                                               target)
-            return ws
-        if not negotiation.is_spdy_upgrade(request.headers.get("Connection", ""), request.headers.get("Upgrade", "")):
+            async def serve_tunnel(ws: ServerWebSocket) -> None:
+                if ws.protocol != channel_codec.PORTFORWARD_TUNNEL:
+                    return
+                tunnel = WebSocketTunnel(ws)
+                conn = SpdyConnection(tunnel, tunnel, options, reject=stream_rejection)
+                await serve_spdy_port_forward(conn, target)
+
+            return websocket.upgrade(request, (channel_codec.PORTFORWARD_TUNNEL,), serve_tunnel, MAX_WS_MESSAGE)
+        if upgrade:
+            async def serve_channels(ws: ServerWebSocket) -> None:
+                layout = channel_codec.PortForwardLayout(ports)
+                await serve_websocket_port_forward(ChannelWebSocket(ws, ws.protocol, layout.channels), ports, target)
+
+            return websocket.upgrade(request, channel_codec.PORTFORWARD_PROTOCOLS[1:], serve_channels,
+                                     MAX_WS_MESSAGE)
+        if not negotiation.is_spdy_upgrade(request.headers.get("Connection") or "",
+                                           request.headers.get("Upgrade") or ""):
             return _text(500, "Upgrade request required\n")
 
-        async def serve(reader: asyncio.StreamReader, writer: _TransportWriter, _protocol: str) -> None:
+        async def serve(reader: ByteReader, writer: ByteWriter, _protocol: str) -> None:
             await serve_spdy_port_forward(SpdyConnection(reader, writer, options, reject=stream_rejection), target)
 
-        return await _spdy_takeover(request, negotiation.PORTFORWARD_SPDY_PROTOCOLS, serve)
+        return _spdy_upgrade(request, negotiation.PORTFORWARD_SPDY_PROTOCOLS, serve)
 
 
-async def _spdy_takeover(request: web.Request, supported: tuple[str, ...],
-                         serve: Callable[[asyncio.StreamReader, _TransportWriter, str], Awaitable[None]]
-                         ) -> web.StreamResponse:
-    """Negotiate the SPDY/3.1 upgrade, answer our own 101 and take the connection over (aiohttp only treats
-    WebSocket as an upgrade), serve it, then close it."""
-    headers = {k.lower(): request.headers.getall(k) for k in request.headers}
-    result = negotiation.handshake(headers, supported)
+class _GuardedRoutes(Routes):
+    def __init__(self, api: KubeletAPI) -> None:
+        super().__init__()
+        self._api = api
+
+    async def dispatch(self, request: Request) -> Answer:
+        http = self._api.base.http
+        if http is None:
+            return await self._guarded(request)
+        return await observed_answer(http, request, "readwrite", self._guarded)
+
+    async def _guarded(self, request: Request) -> Answer:
+        return await self._api.guard(request, self)
+
+
+def _spdy_upgrade(request: Request, supported: tuple[str, ...],
+                  serve: Callable[[ByteReader, ByteWriter, str], Awaitable[None]]) -> Answer:
+    """Negotiate the SPDY/3.1 upgrade (upstream `httpstream.Handshake`): the refusal, or our 101 and the
+    connection for `serve`."""
+    result = negotiation.handshake(request.headers.lists(), supported)
     if isinstance(result, negotiation.Rejected):
-        resp = _text(result.status, result.message + "\n")
-        for k, v in result.headers:
-            resp.headers.add(k, v)
-        return resp
-    protocol = request.protocol
-    transport = request.transport
-    if not isinstance(protocol, BoundedHandler) or transport is None:
-        return _text(500, "cannot take the connection over\n")
-    reader = protocol.hijack()
-    transport.write(result.response())
-    await serve(reader, _TransportWriter(protocol, transport), result.protocol)
-    transport.close()
-    # aiohttp still finishes "the response": on a closed transport that writes nothing.
-    resp = web.Response(status=101)
-    resp.force_close()
-    return resp
+        return Response(result.status, (result.message + "\n").encode(), "text/plain; charset=utf-8",
+                        repeated=result.headers)
+    protocol = result.protocol
 
+    async def take_over(reader: ByteReader, writer: ByteWriter) -> None:
+        await serve(reader, writer, protocol)
 
-class _TransportWriter:
-    """The hijacked connection's write side for SpdyConnection (the protocol's own drain paces it)."""
-
-    def __init__(self, protocol: BoundedHandler, transport: object) -> None:
-        self._protocol = protocol
-        self._transport = transport
-
-    def write(self, data: bytes) -> None:
-        transport = self._protocol.transport
-        if transport is None or transport.is_closing():
-            raise ConnectionError("connection closed")
-        transport.write(data)
-
-    async def drain(self) -> None:
-        await self._protocol._drain_helper()
-
-    def close(self) -> None:
-        transport = self._protocol.transport
-        if transport is not None:
-            transport.close()
+    return Upgrade(take_over, result.headers())

@@ -106,7 +106,7 @@ async def start_kubelet_api(cfg: KubeletConfig, server: KubeletServer, *, joined
         task.add_done_callback(_log_end)
         api.background.append(task)
         api.serving_certificates = manager
-    await server.serve_app(cfg.address, port, api.app(), ctx)
+    await server.serve(cfg.address, port, api.routes(), ssl_context=ctx)
     log.info("kubelet API serving", extra={"kv": {"address": cfg.address, "port": port, "authorization": mode,
                                                   "serverTLSBootstrap": bootstrap}})
     return api

@@ -1,11 +1,12 @@
-"""The bounded plain-HTTP listener of the read-only and healthz ports: h11 over asyncio streams.
+"""The bounded HTTP/1.1 listener of every port (read-only, healthz, and the 10250 API over TLS): h11 over asyncio.
 
 Its own accept loop on the listening socket (`loop.sock_accept`) refuses connections beyond a cap and pauses
-on EMFILE with one log line; each connection gets a header deadline (from its opening, or from the first byte
-of the next request on a kept-alive one), an idle timeout between requests, a write-stall deadline, 431 for a
-head beyond the line/field/count limits, 413 for a body beyond its limit, 400 for anything h11 cannot parse,
-and one rate-limited log line per rejection. The same `ServingLimits` bound the aiohttp listener of the 10250
-API (`serving.py`); this module keeps aiohttp out of an agent that serves only these ports.
+on EMFILE with one log line; each connection (TLS handshake within the header deadline) gets a header deadline
+(from its opening, or from the first byte of the next request on a kept-alive one), an idle timeout between
+requests, a write-stall deadline, 431 for a head beyond the line/field/count limits, 413 for a body beyond its
+limit, 400 for anything h11 cannot parse, and one rate-limited log line per rejection. Handlers answer with a
+whole `Response`, a `Streamed` body (ended early when the client hangs up), or an `Upgrade`: our 101, then the
+connection is the handler's (SPDY/3.1, WebSocket), still under the write-stall deadline.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import contextlib
 import errno
 import logging
 import socket
+import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any
@@ -26,7 +28,17 @@ import h11
 
 from minikubelet.server.limits import ServingLimits, connection_cap
 from minikubelet.server.ratelog import RateLimitedLog
-from minikubelet.server.routes import Headers, Query, Request, Response, Routes
+from minikubelet.server.routes import (
+    ByteReader,
+    ByteWriter,
+    Headers,
+    Query,
+    Request,
+    Response,
+    Routes,
+    Streamed,
+    Upgrade,
+)
 
 log = logging.getLogger("minikubelet.server")
 
@@ -34,6 +46,7 @@ OUT_OF_RESOURCES = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _MAX_ERROR_TEXT = 160
 _READ_SIZE = 65536
 _LINGER_BYTES = 1 << 20
+_TLS_WRITE = 256 * 1024
 
 
 class _Reject(Exception):
@@ -44,11 +57,14 @@ class _Reject(Exception):
         self.kv = kv
 
 
-class PlainSite:
-    """A listening socket serving `routes` over HTTP/1.1: at most `cap` open connections."""
+class HttpSite:
+    """A listening socket serving `routes` over HTTP/1.1 (over TLS with `ssl_context`): at most `cap` open
+    connections."""
 
-    def __init__(self, routes: Routes, host: str, port: int, limits: ServingLimits) -> None:
+    def __init__(self, routes: Routes, host: str, port: int, limits: ServingLimits,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.routes = routes
+        self.ssl_context = ssl_context
         self.limits = limits
         self.cap = connection_cap(limits)
         self.connections: set[asyncio.Task[None]] = set()
@@ -65,7 +81,7 @@ class PlainSite:
 
     @property
     def name(self) -> str:
-        return f"http://{self._host}:{self.port}"
+        return f"{'https' if self.ssl_context is not None else 'http'}://{self._host}:{self.port}"
 
     @property
     def port(self) -> int:
@@ -100,12 +116,20 @@ class PlainSite:
             task.add_done_callback(self.connections.discard)
 
     async def _serve_connection(self, sock: socket.socket, peer: str) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=_READ_SIZE, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        tls: dict[str, Any] = {}
+        if self.ssl_context is not None:
+            tls = {"ssl": self.ssl_context, "ssl_handshake_timeout": self.limits.header_timeout}
         try:
-            reader, writer = await asyncio.open_connection(sock=sock, limit=_READ_SIZE)
-        except OSError as e:
+            transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock, **tls)
+        except (OSError, TimeoutError) as e:
             sock.close()
-            self.log("handshake-failed", "dropped a connection during set-up", listener=self.name, err=str(e))
+            self.log("handshake-failed", "dropped a connection during set-up", listener=self.name,
+                     err=str(e) or type(e).__name__)
             return
+        writer = asyncio.StreamWriter(transport, protocol, reader, loop)
         try:
             await _Connection(self, reader, writer, peer).run()
         except (ConnectionError, TimeoutError, OSError):
@@ -144,7 +168,7 @@ class PlainSite:
 
 
 class _Connection:
-    def __init__(self, site: PlainSite, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    def __init__(self, site: HttpSite, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                  peer: str) -> None:
         lim = site.limits
         self.site = site
@@ -152,9 +176,12 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.peer = peer
+        ssl_obj = writer.get_extra_info("ssl_object")
+        self.tls = ssl_obj is not None
+        self.certificate = ssl_obj.getpeercert(binary_form=True) if isinstance(ssl_obj, ssl.SSLObject) else None
         # The most a complete head can take within the limits; h11 answers 431 beyond it.
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=(
-            lim.max_line_size + 2 + lim.max_headers * (lim.max_field_size + 2) + 2))
+        self.max_head = lim.max_line_size + 2 + lim.max_headers * (lim.max_field_size + 2) + 2
+        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=self.max_head)
 
     async def run(self) -> None:
         task = asyncio.current_task()
@@ -236,13 +263,73 @@ class _Connection:
             await self._reject(r)
             return False
         try:
-            response = await self.site.routes.dispatch(request)
+            answer = await self.site.routes.dispatch(request)
         except Exception as e:
             self.site.log("handler-error", "request handler failed", level=logging.ERROR, exc_info=e,
                           listener=self.site.name, path=request.path)
-            response = Response.text(f"500 {HTTPStatus(500).phrase}\n", 500)
-        await self._respond(response, head=method == "HEAD")
-        return True
+            answer = Response.text(f"500 {HTTPStatus(500).phrase}\n", 500)
+        if isinstance(answer, Response):
+            await self._respond(answer, head=method == "HEAD")
+            return True
+        try:
+            if isinstance(answer, Streamed):
+                await self._stream(answer, head=method == "HEAD")
+                return True
+            await self._upgrade(answer)
+            return False
+        finally:
+            if answer.finish is not None:
+                answer.finish()
+
+    async def _stream(self, answer: Streamed, *, head: bool) -> None:
+        headers = self._head_fields(answer.content_type, answer.headers.items())
+        if answer.length is not None:
+            headers.append(("Content-Length", str(answer.length)))
+        await self._write(self.h11.send(h11.Response(status_code=answer.status, headers=headers,
+                                                     reason=HTTPStatus(answer.status).phrase)) or b"")
+        if not head:
+            await self._produce(answer)
+        await self._write(self.h11.send(h11.EndOfMessage()) or b"")
+
+    async def _produce(self, answer: Streamed) -> None:
+        """Run the body's producer while watching the client: a hang-up (EOF) ends the producer, as it would
+        otherwise follow a log into a closed connection."""
+
+        async def write(data: bytes) -> None:
+            if self.writer.transport.is_closing():
+                raise ConnectionResetError("the client closed the connection")
+            if data:
+                await self._write(self.h11.send(h11.Data(data=data)) or b"")
+
+        async def run() -> None:
+            await answer.produce(write)
+
+        producer = asyncio.create_task(run())
+        watch = asyncio.create_task(self._until_hangup())
+        try:
+            await asyncio.wait((producer, watch), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (producer, watch):
+                task.cancel()
+            await asyncio.gather(producer, watch, return_exceptions=True)
+        if producer.cancelled():
+            raise ConnectionResetError("the client closed the connection")
+        if (exc := producer.exception()) is not None:
+            raise exc
+
+    async def _until_hangup(self) -> None:
+        # pipelined requests wait their turn; more than a head's worth ends the connection
+        while data := await self.reader.read(_READ_SIZE):
+            self.h11.receive_data(data)
+            if len(self.h11.trailing_data[0]) > self.max_head:
+                return
+
+    async def _upgrade(self, answer: Upgrade) -> None:
+        """Our own 101 (h11 would insist on its own reading of the request's Upgrade header), then the
+        connection is the handler's, starting with what the client sent after its request."""
+        head = "HTTP/1.1 101 Switching Protocols\r\n" + "".join(f"{k}: {v}\r\n" for k, v in answer.headers)
+        await self._write((head + "\r\n").encode("latin-1"))
+        await answer.serve(_TakenReader(self.h11.trailing_data[0], self.reader), _TakenWriter(self))
 
     async def _request(self, head: h11.Request, method: str) -> Request:
         target = head.target.decode("latin-1")
@@ -264,7 +351,8 @@ class _Connection:
         path, _, query = target.partition("?")
         if not path.startswith("/"):
             raise _Reject(400, "bad-request", "rejected a malformed request", err="request target is not a path")
-        return Request(method, unquote(path), Query.parse(query), hdrs, body)
+        return Request(method, unquote(path), Query.parse(query), hdrs, body, raw_path=target,
+                       peer_certificate=self.certificate)
 
     async def _body(self) -> bytes:
         if self.h11.they_are_waiting_for_100_continue:
@@ -285,11 +373,15 @@ class _Connection:
             if isinstance(event, h11.ConnectionClosed):
                 raise ConnectionResetError("the client closed during the request body")
 
-    async def _respond(self, response: Response, *, head: bool = False, close: bool = False) -> None:
+    def _head_fields(self, content_type: str | None, fields: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
         headers: list[tuple[str, str]] = [("Date", _http_date())]
-        if response.content_type is not None:
-            headers.append(("Content-Type", response.content_type))
-        headers += [(k, v) for k, v in response.headers.items()]
+        if content_type is not None:
+            headers.append(("Content-Type", content_type))
+        headers += fields
+        return headers
+
+    async def _respond(self, response: Response, *, head: bool = False, close: bool = False) -> None:
+        headers = self._head_fields(response.content_type, (*response.headers.items(), *response.repeated))
         if response.status != 304:
             headers.append(("Content-Length", str(len(response.body))))
         if close:
@@ -302,7 +394,18 @@ class _Connection:
         await self._write(data)
 
     async def _write(self, data: bytes) -> None:
+        if self.tls and len(data) > _TLS_WRITE:
+            # TLS encrypts a whole write into the socket's buffer at once and pauses us only at the next write:
+            # in pieces, a client that does not read is noticed after the first one.
+            view = memoryview(data)
+            for i in range(0, len(data), _TLS_WRITE):
+                self.writer.write(view[i:i + _TLS_WRITE])
+                await self._drain()
+            return
         self.writer.write(data)
+        await self._drain()
+
+    async def _drain(self) -> None:
         if not self.writer.transport.get_write_buffer_size():
             return  # all sent at once: nothing to wait for
         try:
@@ -340,6 +443,37 @@ class _Connection:
             async with asyncio.timeout(self.lim.lingering_time):
                 while got < _LINGER_BYTES and (chunk := await self.reader.read(_READ_SIZE)):
                     got += len(chunk)
+
+
+class _TakenReader(ByteReader):
+    def __init__(self, leftover: bytes, reader: asyncio.StreamReader) -> None:
+        self._leftover = leftover
+        self._reader = reader
+
+    async def read(self, n: int) -> bytes:
+        if self._leftover:
+            chunk, self._leftover = self._leftover[:n], self._leftover[n:]
+            return chunk
+        try:
+            return await self._reader.read(n)
+        except OSError:
+            return b""  # a reset is the end of the stream, as a hang-up
+
+
+class _TakenWriter(ByteWriter):
+    def __init__(self, conn: _Connection) -> None:
+        self._conn = conn
+
+    def write(self, data: bytes) -> None:
+        if self._conn.writer.transport.is_closing():
+            raise ConnectionResetError("connection closed")
+        self._conn.writer.write(data)
+
+    async def drain(self) -> None:
+        await self._conn._drain()
+
+    def close(self) -> None:
+        self._conn.writer.transport.close()
 
 
 def _malformed(e: h11.RemoteProtocolError) -> _Reject:

@@ -5,7 +5,7 @@ served here).
 Go's FileServer behaviour, as recorded in direct-path-traversal: a directory is listed as an HTML `<pre>` of
 links (names sorted, directories with a trailing `/`; an `index.html` in it is served instead), a directory
 asked without its trailing slash is redirected (301) to it, a file asked with one is redirected to its name;
-files are served with Last-Modified, ranges and a sniffed type. `.`/`..` segments never get here (the API's
+files are served with Last-Modified, If-Modified-Since, one byte range and a sniffed type. `.`/`..` segments never get here (the API's
 path guard answers them first), and every path is resolved below the root before anything is opened.
 """
 
@@ -16,24 +16,54 @@ import mimetypes
 import os
 import stat
 import urllib.parse
-from email.utils import formatdate
+from email.utils import formatdate, parsedate_to_datetime
 
-from aiohttp import web
+from minikubelet.server.routes import Answer, Request, Response, Streamed, Write
 
 LOG_ROOT = "/var/log"
 MAX_ENTRIES = 10000
+CHUNK = 64 * 1024
 _NOT_FOUND = "404 page not found\n"
 
 
-def _text(status: int, text: str) -> web.Response:
-    resp = web.Response(status=status, text=text, content_type="text/plain", charset="utf-8")
-    resp.headers["X-Content-Type-Options"] = "nosniff"
-    return resp
+def _text(status: int, text: str) -> Response:
+    return Response(status, text.encode(), "text/plain; charset=utf-8", {"X-Content-Type-Options": "nosniff"})
 
 
-def _redirect(location: str) -> web.Response:
-    resp = web.Response(status=301, headers={"Location": location})
-    return resp
+def _redirect(location: str) -> Response:
+    return Response(301, headers={"Location": location})
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | str | None:
+    """The one range asked for as (first, last) inclusive; None: the whole file (no Range, or several ranges,
+    served whole); "unsatisfiable" for a range outside the file or one that does not parse."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first_text, sep, last_text = header[len("bytes="):].strip().partition("-")
+    if not sep or not (first_text.isdigit() or last_text.isdigit()):
+        return "unsatisfiable"
+    if not first_text:  # the last n bytes
+        n = int(last_text)
+        if n == 0 or size == 0:
+            return "unsatisfiable"
+        return max(0, size - n), size - 1
+    first = int(first_text)
+    if not last_text.isdigit() and last_text:
+        return "unsatisfiable"
+    last = min(int(last_text), size - 1) if last_text else size - 1
+    if first >= size or last < first:
+        return "unsatisfiable"
+    return first, last
+
+
+def _not_modified_since(request: Request, mtime: float) -> bool:
+    since = request.headers.get("If-Modified-Since")
+    if not since:
+        return False
+    try:
+        return int(mtime) <= parsedate_to_datetime(since).timestamp()
+    except (TypeError, ValueError):
+        return False
 
 
 def directory_listing(names: list[tuple[str, bool]]) -> str:
@@ -70,7 +100,7 @@ class NodeLogs:
     def __init__(self, root: str = LOG_ROOT) -> None:
         self.root = root
 
-    async def serve(self, request: web.Request) -> web.StreamResponse:
+    async def serve(self, request: Request) -> Answer:
         rel = request.path[len("/logs/"):] if request.path.startswith("/logs/") else ""
         path = resolve(self.root, rel)
         if path is None:
@@ -95,7 +125,7 @@ class NodeLogs:
             return _text(404, _NOT_FOUND)
         return await self._file(request, path, st)
 
-    def _listing(self, path: str, st: os.stat_result) -> web.Response:
+    def _listing(self, path: str, st: os.stat_result) -> Response:
         try:
             with os.scandir(path) as it:
                 entries: list[tuple[str, bool]] = []
@@ -110,17 +140,42 @@ class NodeLogs:
             return _text(403, "403 Forbidden\n")
         except OSError:
             return _text(500, "Error reading directory\n")
-        resp = web.Response(text=directory_listing(entries), content_type="text/html", charset="utf-8")
-        resp.headers["Last-Modified"] = formatdate(st.st_mtime, usegmt=True)
-        return resp
+        return Response(200, directory_listing(entries).encode(), "text/html; charset=utf-8",
+                        {"Last-Modified": formatdate(st.st_mtime, usegmt=True)})
 
-    async def _file(self, request: web.Request, path: str, st: os.stat_result) -> web.StreamResponse:
+    async def _file(self, request: Request, path: str, st: os.stat_result) -> Answer:
         try:
-            with open(path, "rb") as f:
-                head = f.read(512)
+            f = open(path, "rb")  # closed by the response's finish
         except PermissionError:
             return _text(403, "403 Forbidden\n")
         except OSError:
             return _text(404, _NOT_FOUND)
-        resp = web.FileResponse(path, headers={"Content-Type": content_type(path, head), "Accept-Ranges": "bytes"})
-        return resp
+        try:
+            head = f.read(512)
+            size = os.fstat(f.fileno()).st_size
+        except OSError:
+            f.close()
+            return _text(404, _NOT_FOUND)
+        headers = {"Last-Modified": formatdate(st.st_mtime, usegmt=True), "Accept-Ranges": "bytes"}
+        if _not_modified_since(request, st.st_mtime):
+            f.close()
+            return Response(304, headers=headers)
+        wanted = byte_range(request.headers.get("Range"), size)
+        if wanted == "unsatisfiable":
+            f.close()
+            return Response(416, b"invalid range: failed to overlap\n", "text/plain; charset=utf-8",
+                            {"Content-Range": f"bytes */{size}"})
+        status, first, last = 200, 0, size - 1
+        if isinstance(wanted, tuple):
+            status, (first, last) = 206, wanted
+            headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+
+        async def produce(write: Write) -> None:
+            f.seek(first)
+            left = last - first + 1
+            while left > 0 and (chunk := f.read(min(CHUNK, left))):
+                left -= len(chunk)
+                await write(chunk)
+
+        return Streamed(produce, status, content_type(path, head), headers, length=max(0, last - first + 1),
+                        finish=f.close)

@@ -5,11 +5,12 @@ path's first segment when the server serves it, else "other"."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 
 from minikubelet.metrics import HttpRequestFamilies
-from minikubelet.server.routes import Request, Response, Routes
+from minikubelet.server.routes import Answer, Request, Response, Routes
 
 _METHODS = frozenset({"OPTIONS", "GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "CONNECT"})
 # the first path segments each server names in its labels (upstream addMetricsBucketMatcher)
@@ -42,6 +43,31 @@ def observed(families: HttpRequestFamilies, method: str, path: str, server_type:
         families.duration.labels(*labels).observe(time.monotonic() - t0)
 
 
+async def observed_answer(families: HttpRequestFamilies, request: Request, server_type: str,
+                          answer: Callable[[Request], Awaitable[Answer]]) -> Answer:
+    """`answer(request)` counted; a streamed or upgraded answer stays in flight until it finished."""
+    stack = ExitStack()
+    stack.enter_context(observed(families, request.method, request.path, server_type))
+    try:
+        result = await answer(request)
+    except BaseException:
+        stack.close()
+        raise
+    if isinstance(result, Response):
+        stack.close()
+        return result
+    inner = result.finish
+
+    def finish() -> None:
+        try:
+            if inner is not None:
+                inner()
+        finally:
+            stack.close()
+
+    return replace(result, finish=finish)
+
+
 class InstrumentedRoutes(Routes):
     """The read-only port's route table, every request counted (404 and 405 answers too, as upstream's)."""
 
@@ -51,6 +77,5 @@ class InstrumentedRoutes(Routes):
         self._families = families
         self._server_type = server_type
 
-    async def dispatch(self, request: Request) -> Response:
-        with observed(self._families, request.method, request.path, self._server_type):
-            return await super().dispatch(request)
+    async def dispatch(self, request: Request) -> Answer:
+        return await observed_answer(self._families, request, self._server_type, super().dispatch)

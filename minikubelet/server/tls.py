@@ -62,5 +62,5 @@ def serving_context(cert_file: str, key_file: str, client_ca_file: str, *, root_
     if client_ca_file:
         ctx.load_verify_locations(cafile=client_ca_file)
         ctx.verify_mode = ssl.CERT_OPTIONAL
-    # No ALPN, as the recorded kubelet: the API server then speaks HTTP/1.1 (which is all aiohttp serves).
+    # No ALPN, as the recorded kubelet: the API server then speaks HTTP/1.1 (which is all the listener serves).
     return ctx

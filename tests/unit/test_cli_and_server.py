@@ -86,8 +86,7 @@ def test_a_standalone_run_loads_no_optional_heavy_library() -> None:
 
 def test_the_standalone_agent_loads_no_aiohttp() -> None:
     """aiohttp (+aiohttp.web, yarl, multidict) and aiodocker cost ~15 MiB resident. The Docker Engine client and the
-    plain-HTTP ports run on h11; httpGet probes and hooks, the manifest URL source, the join and the 10250 API load
-    aiohttp when used. The agent, the CLI's `run` path and the Docker runtime load none of it."""
+    plain-HTTP ports run on h11; httpGet probes and hooks, the manifest URL source and the join load aiohttp when used. The agent, the CLI's `run` path and the Docker runtime load none of it."""
     code = (
         "import json, sys\n"
         "from minikubelet.cli import main\n"
@@ -95,6 +94,18 @@ def test_the_standalone_agent_loads_no_aiohttp() -> None:
         "from cri.docker import DockerRuntime\n"
         "main(['version'])\n"
         "heavy = ('aiohttp', 'aiodocker', 'yarl', 'multidict')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == []
+
+
+def test_the_kubelet_api_server_loads_no_aiohttp() -> None:
+    """The 10250 API (TLS, streamed logs, SPDY/3.1 and WebSocket upgrades) runs on h11 and wsproto."""
+    code = (
+        "import json, sys\n"
+        "import minikubelet.server.kubelet_api, minikubelet.server.streaming.websocket\n"
+        "heavy = ('aiohttp', 'yarl', 'multidict')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -1,29 +1,53 @@
-"""The channel protocols of `channel_codec` on aiohttp WebSockets (server or client side).
-
-WebSocket framing, masking, ping/pong and the close handshake are aiohttp's; the caller bounds message size
-with `max_msg_size` when it prepares or connects the WebSocket.
+"""The channel protocols of `channel_codec` on a WebSocket: the server's (`websocket.py`, wsproto) or a client's
+(aiohttp's, in tests and benchmarks: its messages carry the same type numbers). The WebSocket bounds message size.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
-
-import aiohttp
+from enum import IntEnum
+from typing import Any, NamedTuple, Protocol
 
 from minikubelet.server.streaming import channel_codec
 from minikubelet.server.streaming.channel_codec import ChannelClosed, ChannelData
 
-_END = {aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR}
+
+class MsgType(IntEnum):
+    """A received message's kind, numbered as aiohttp's WSMsgType (the opcodes, then its pseudo-types)."""
+
+    TEXT = 1
+    BINARY = 2
+    CLOSE = 8
+    CLOSING = 256
+    CLOSED = 257
+    ERROR = 258
+
+
+class WSMessage(NamedTuple):
+    type: int
+    data: Any
+    extra: Any = None
+
+
+class MessageLike(Protocol):
+    @property
+    def type(self) -> int: ...
+
+    @property
+    def data(self) -> Any: ...
+
+
+GOING_AWAY = 1001
+_END = {MsgType.CLOSE, MsgType.CLOSING, MsgType.CLOSED, MsgType.ERROR}
 
 
 class WebSocketLike(Protocol):
-    """What `web.WebSocketResponse` and `aiohttp.ClientWebSocketResponse` share."""
+    """What `websocket.ServerWebSocket` and `aiohttp.ClientWebSocketResponse` share."""
 
     async def send_bytes(self, data: bytes, compress: int | None = None) -> None: ...
 
     async def send_str(self, data: str, compress: int | None = None) -> None: ...
 
-    async def receive(self, timeout: float | None = None) -> aiohttp.WSMessage: ...
+    async def receive(self, timeout: float | None = None) -> MessageLike: ...
 
     async def close(self, *, code: int = ..., message: bytes = ...) -> bool: ...
 
@@ -55,13 +79,13 @@ class ChannelWebSocket:
             msg = await self.ws.receive()
             if msg.type in _END:
                 return None
-            if msg.type not in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT):
+            if msg.type not in (MsgType.BINARY, MsgType.TEXT):
                 continue
             decoded = channel_codec.decode(self.protocol, msg.data, self.channels)
             if decoded is not None:
                 return decoded
 
-    async def close(self, code: int = aiohttp.WSCloseCode.OK) -> None:
+    async def close(self, code: int = 1000) -> None:
         await self.ws.close(code=code)
 
 
@@ -80,7 +104,7 @@ class WebSocketTunnel:
             msg = await self.ws.receive()
             if msg.type in _END:
                 self._eof = True
-            elif msg.type == aiohttp.WSMsgType.BINARY:
+            elif msg.type == MsgType.BINARY:
                 self._leftover = msg.data
         chunk, self._leftover = self._leftover[:n], self._leftover[n:]
         return chunk

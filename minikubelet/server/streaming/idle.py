@@ -8,9 +8,7 @@ import asyncio
 import contextlib
 import logging
 
-import aiohttp
-
-from minikubelet.server.streaming.channels import WebSocketLike
+from minikubelet.server.streaming.channels import GOING_AWAY, MessageLike, WebSocketLike
 
 log = logging.getLogger("minikubelet.server.streaming")
 
@@ -38,7 +36,7 @@ class IdleClosingWebSocket:
         self.expired = True
         log.info("WebSocket stream idle for %.0fs, closing", self._timeout)
         with contextlib.suppress(ConnectionError, OSError):
-            await self._ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"idle timeout")
+            await self._ws.close(code=GOING_AWAY, message=b"idle timeout")
 
     async def send_bytes(self, data: bytes, compress: int | None = None) -> None:
         self._touch()
@@ -48,12 +46,12 @@ class IdleClosingWebSocket:
         self._touch()
         await self._ws.send_str(data, compress)
 
-    async def receive(self, timeout: float | None = None) -> aiohttp.WSMessage:
+    async def receive(self, timeout: float | None = None) -> MessageLike:
         msg = await self._ws.receive(timeout)
         self._touch()
         return msg
 
-    async def close(self, *, code: int = aiohttp.WSCloseCode.OK, message: bytes = b"") -> bool:
+    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
         self._watch.cancel()
         return await self._ws.close(code=code, message=message)
 

@@ -30,15 +30,14 @@ PORTFORWARD_SPDY_PROTOCOLS = (PORTFORWARD_V1,)
 class Accepted:
     protocol: str
 
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        """The 101's headers as the recorded kubelet (Go's net/http: sorted, no Date) wrote them."""
+        return (("Connection", "Upgrade"), ("Upgrade", SPDY_31), (PROTOCOL_HEADER, self.protocol))
+
     def response(self) -> bytes:
-        """The 101 exactly as the recorded kubelet (Go's net/http: sorted headers, no Date) wrote it."""
-        return (
-            "HTTP/1.1 101 Switching Protocols\r\n"
-            "Connection: Upgrade\r\n"
-            f"Upgrade: {SPDY_31}\r\n"
-            f"{PROTOCOL_HEADER}: {self.protocol}\r\n"
-            "\r\n"
-        ).encode("ascii")
+        """The whole 101, as the recorded kubelet wrote it."""
+        fields = "".join(f"{k}: {v}\r\n" for k, v in self.headers())
+        return f"HTTP/1.1 101 Switching Protocols\r\n{fields}\r\n".encode("ascii")
 
 
 @dataclass(frozen=True)

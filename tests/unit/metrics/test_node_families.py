@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aiohttp.test_utils import TestClient, TestServer
-
 from cri.fake import FakeRuntime
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.prometheus import CollectorRegistry
@@ -22,6 +20,7 @@ from probes.metrics import ProbeIdentity, ProbeMetrics
 from probes.result import ProbeKind, Result
 from tests.unit.cgroups.test_manager import UID_B, make, pods
 from tests.unit.cgroups.test_manager import root as root
+from tests.unit.server.api_client import serve_api
 
 
 def count(r: CollectorRegistry, operation: str) -> float:
@@ -78,8 +77,7 @@ async def test_probe_metrics_on_the_kubelet_api_with_upstream_buckets() -> None:
     base = KubeletServer(lambda: [], _no_checks, CollectorRegistry(), lambda _uid: [], probes)
     api = KubeletAPI(base, "n1", lambda: [], FakeRuntime(FakeClock()), None, Authenticator(anonymous=True),
                      AlwaysAllow())
-    client = TestClient(TestServer(api.app()))
-    await client.start_server()
+    client = await serve_api(api)
     try:
         r = await client.get("/metrics/probes")
         text = await r.text()

@@ -13,18 +13,19 @@ REPO = Path(__file__).resolve().parents[3]
 CLIENTS = 60
 
 
-async def _answers(port: int) -> bool:
+async def _answers(port: int, scheme: str) -> bool:
     try:
-        async with aiohttp.ClientSession() as c, c.get(f"http://127.0.0.1:{port}/") as r:
+        async with (aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=False)) as c,
+                    c.get(f"{scheme}://127.0.0.1:{port}/") as r):
             return r.status == 200
     except aiohttp.ClientError:
         return False
 
 
-@pytest.mark.parametrize("listener", ["bounded", "h11"])
-async def test_accept_out_of_descriptors_logs_one_line_and_service_resumes(listener: str) -> None:
+@pytest.mark.parametrize("listener", ["tls", "h11"])
+async def test_accept_out_of_descriptors_logs_one_line_and_service_resumes(listener: str, tmp_path: Path) -> None:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tests.unit.server.emfile_server", listener, cwd=REPO,
+        sys.executable, "-m", "tests.unit.server.emfile_server", listener, str(tmp_path), cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         assert proc.stdout is not None
@@ -35,7 +36,7 @@ async def test_accept_out_of_descriptors_logs_one_line_and_service_resumes(liste
             writer.close()
         async with asyncio.timeout(20):
             while True:
-                if await _answers(port):
+                if await _answers(port, "https" if listener == "tls" else "http"):
                     break
                 await asyncio.sleep(0.2)
         assert proc.returncode is None

@@ -1,5 +1,5 @@
 """The h11 listener's HTTP/1.1 behaviour on loopback (keep-alive, pipelining, HEAD, 404/405, HTTP/1.0,
-malformed input) and the same neutral routes served through the aiohttp adapter of the 10250 API."""
+malformed input), and the same routes answered the same over TLS (the 10250 API's listener)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import asyncio
 import gzip
 import logging
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from minikubelet.server.aiohttp_routes import add_routes
 from minikubelet.server.limits import ServingLimits
-from minikubelet.server.listener import PlainSite
+from minikubelet.server.listener import HttpSite
 from minikubelet.server.routes import Request, Response, Routes, accepts_gzip
+from tests.unit.server.tls_pair import make_tls_pair
 
 
 async def _echo(request: Request) -> Response:
@@ -42,14 +42,14 @@ def _routes() -> Routes:
 
 
 @pytest.fixture
-async def site() -> AsyncIterator[PlainSite]:
-    s = PlainSite(_routes(), "127.0.0.1", 0, ServingLimits(header_timeout=5.0, idle_timeout=5.0, log_interval=60.0))
+async def site() -> AsyncIterator[HttpSite]:
+    s = HttpSite(_routes(), "127.0.0.1", 0, ServingLimits(header_timeout=5.0, idle_timeout=5.0, log_interval=60.0))
     await s.start()
     yield s
     await s.stop()
 
 
-async def _exchange(site: PlainSite, raw: bytes) -> bytes:
+async def _exchange(site: HttpSite, raw: bytes) -> bytes:
     """Send `raw`, read until the server closes (or 5 s pass)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
     writer.write(raw)
@@ -64,7 +64,7 @@ async def _exchange(site: PlainSite, raw: bytes) -> bytes:
     return got
 
 
-async def test_pipelined_requests_on_one_connection_are_answered_in_order(site: PlainSite) -> None:
+async def test_pipelined_requests_on_one_connection_are_answered_in_order(site: HttpSite) -> None:
     raw = (b"GET /echo?a=1 HTTP/1.1\r\nHost: x\r\n\r\n"
            b"GET /echo?a=2&a=3 HTTP/1.1\r\nHost: x\r\n\r\n"
            b"GET /echo?flag HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -74,18 +74,18 @@ async def test_pipelined_requests_on_one_connection_are_answered_in_order(site: 
     assert got.lower().count(b"connection: close") == 1
 
 
-async def test_http_1_0_gets_one_answer_and_a_close(site: PlainSite) -> None:
+async def test_http_1_0_gets_one_answer_and_a_close(site: HttpSite) -> None:
     got = await _exchange(site, b"GET /echo HTTP/1.0\r\n\r\n")
     assert got.startswith(b"HTTP/1.1 200") and b"path=/echo" in got
 
 
-async def test_head_gets_the_headers_without_the_body(site: PlainSite) -> None:
+async def test_head_gets_the_headers_without_the_body(site: HttpSite) -> None:
     got = await _exchange(site, b"HEAD /tagged HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     head, _, body = got.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200") and b"content-length: 11" in head.lower() and body == b""
 
 
-async def test_304_with_etag_and_gzip_on_request(site: PlainSite) -> None:
+async def test_304_with_etag_and_gzip_on_request(site: HttpSite) -> None:
     async with aiohttp.ClientSession() as c:
         url = f"http://127.0.0.1:{site.port}/tagged"
         async with c.get(url, headers={"Accept-Encoding": "identity"}) as r:
@@ -96,7 +96,7 @@ async def test_304_with_etag_and_gzip_on_request(site: PlainSite) -> None:
             assert r.headers["Content-Encoding"] == "gzip" and gzip.decompress(await r.read()) == b"tagged body"
 
 
-async def test_unknown_paths_get_404_and_other_methods_405_with_allow(site: PlainSite) -> None:
+async def test_unknown_paths_get_404_and_other_methods_405_with_allow(site: HttpSite) -> None:
     async with aiohttp.ClientSession() as c:
         base = f"http://127.0.0.1:{site.port}"
         async with c.get(base + "/nope") as r:
@@ -108,7 +108,7 @@ async def test_unknown_paths_get_404_and_other_methods_405_with_allow(site: Plai
             assert "method=PUT" in (text := await r.text()) and "path=/any/thing//x" in text and "body=3" in text
 
 
-async def test_expect_100_continue_gets_its_interim_answer_and_a_too_large_one_413(site: PlainSite) -> None:
+async def test_expect_100_continue_gets_its_interim_answer_and_a_too_large_one_413(site: HttpSite) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
     writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n")
     assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5.0) == b"HTTP/1.1 100 \r\n\r\n"
@@ -121,7 +121,7 @@ async def test_expect_100_continue_gets_its_interim_answer_and_a_too_large_one_4
     assert got.startswith(b"HTTP/1.1 413")
 
 
-async def test_a_urlencoded_post_body_is_read_as_form_fields(site: PlainSite) -> None:
+async def test_a_urlencoded_post_body_is_read_as_form_fields(site: HttpSite) -> None:
     async with aiohttp.ClientSession() as c, c.post(f"http://127.0.0.1:{site.port}/echo?f=q",
                                                     data={"f": "b"}, headers={"X-Thing": "1"}) as r:
         text = await r.text()
@@ -135,7 +135,7 @@ async def test_a_urlencoded_post_body_is_read_as_form_fields(site: PlainSite) ->
     (b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n", 400),
     (b"GET /echo HTTP/1.1\r\n\r\n", 400),  # HTTP/1.1 without Host
 ])
-async def test_malformed_requests_get_400_with_one_log_line(site: PlainSite, raw: bytes, status: int,
+async def test_malformed_requests_get_400_with_one_log_line(site: HttpSite, raw: bytes, status: int,
                                                             caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
     got = await _exchange(site, raw)
@@ -148,7 +148,7 @@ async def test_malformed_requests_get_400_with_one_log_line(site: PlainSite, raw
 
 
 async def test_a_kept_alive_connection_gets_a_fresh_header_deadline_per_request() -> None:
-    s = PlainSite(_routes(), "127.0.0.1", 0, ServingLimits(header_timeout=0.4, idle_timeout=5.0, log_interval=60.0))
+    s = HttpSite(_routes(), "127.0.0.1", 0, ServingLimits(header_timeout=0.4, idle_timeout=5.0, log_interval=60.0))
     await s.start()
     try:
         reader, writer = await asyncio.open_connection("127.0.0.1", s.port)
@@ -170,7 +170,7 @@ async def test_a_kept_alive_connection_gets_a_fresh_header_deadline_per_request(
         await s.stop()
 
 
-async def test_stop_closes_idle_kept_alive_connections_at_once(site: PlainSite) -> None:
+async def test_stop_closes_idle_kept_alive_connections_at_once(site: HttpSite) -> None:
     reader, writer = await asyncio.open_connection("127.0.0.1", site.port)
     writer.write(b"GET /echo HTTP/1.1\r\nHost: x\r\n\r\n")
     await reader.readuntil(b"\r\n\r\n")
@@ -181,23 +181,14 @@ async def test_stop_closes_idle_kept_alive_connections_at_once(site: PlainSite) 
     writer.close()
 
 
-async def _serve_both(routes: Routes) -> tuple[PlainSite, web.AppRunner, int]:
-    plain = PlainSite(routes, "127.0.0.1", 0, ServingLimits())
+async def test_over_tls_the_same_handlers_give_the_same_answers(tmp_path: Path) -> None:
+    tls = make_tls_pair(tmp_path)
+    plain = HttpSite(_routes(), "127.0.0.1", 0, ServingLimits())
+    secure = HttpSite(_routes(), "127.0.0.1", 0, ServingLimits(), tls.server)
     await plain.start()
-    app = web.Application()
-    add_routes(app, routes)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    tcp = web.TCPSite(runner, "127.0.0.1", 0)
-    await tcp.start()
-    port = runner.addresses[0][1]
-    return plain, runner, int(port)
-
-
-async def test_the_aiohttp_adapter_serves_the_same_handlers_with_the_same_answers() -> None:
-    plain, runner, aio_port = await _serve_both(_routes())
+    await secure.start()
     try:
-        async with aiohttp.ClientSession() as c:
+        async with tls.session() as c:
             for method, path, headers, data in [
                 ("GET", "/echo?a=1&a=2&flag", {"X-Thing": "t"}, None),
                 ("POST", "/echo?f=q", {}, {"f": "b"}),
@@ -207,12 +198,12 @@ async def test_the_aiohttp_adapter_serves_the_same_handlers_with_the_same_answer
                 ("PATCH", "/any/x", {}, None),
             ]:
                 answers = []
-                for port in (plain.port, aio_port):
-                    async with c.request(method, f"http://127.0.0.1:{port}{path}", headers=headers, data=data,
+                for url in (f"http://127.0.0.1:{plain.port}", f"https://127.0.0.1:{secure.port}"):
+                    async with c.request(method, url + path, headers=headers, data=data,
                                          auto_decompress=False) as r:
                         answers.append((r.status, await r.read(), r.headers.get("Content-Type"),
                                         r.headers.get("ETag"), r.headers.get("Content-Encoding")))
                 assert answers[0] == answers[1], (method, path)
     finally:
         await plain.stop()
-        await runner.cleanup()
+        await secure.stop()

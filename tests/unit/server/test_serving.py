@@ -1,23 +1,23 @@
-"""The bounded listeners on loopback, the h11 one (read-only and healthz ports) and the aiohttp one (10250):
-deadlines, size limits, the connection cap, compact error logs; each test runs against both."""
+"""The bounded listener on loopback, plain (read-only and healthz ports) and over TLS (the 10250 API): deadlines,
+size limits, the connection cap, compact error logs; each test runs against both."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from minikubelet.logs import KeyValueFormatter
 from minikubelet.server.limits import ServingLimits
-from minikubelet.server.listener import PlainSite
+from minikubelet.server.listener import HttpSite
 from minikubelet.server.routes import Request, Response, Routes
-from minikubelet.server.serving import BoundedSite, bounded_app, serve
+from tests.unit.server.tls_pair import TlsPair, make_tls_pair
 
 # Deadlines short enough for a unit test; the one a test is about is set there, the others stay long
 # so that a close can only come from the bound under test.
@@ -26,11 +26,17 @@ FAST = ServingLimits(header_timeout=30.0, idle_timeout=30.0, write_timeout=30.0,
 
 @dataclass
 class Served:
-    site: BoundedSite | PlainSite
+    site: HttpSite
     url: str
+    client_ssl: ssl.SSLContext | None = None
+    release: asyncio.Event = field(default_factory=asyncio.Event)  # answers the requests held on /slow
 
     async def open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.open_connection("127.0.0.1", self.site.port)
+        """A connection speaking HTTP (after the TLS handshake on the TLS listener)."""
+        return await asyncio.open_connection("127.0.0.1", self.site.port, ssl=self.client_ssl)
+
+    def session(self) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=self.client_ssl or False))
 
 
 Serve = Callable[[ServingLimits], Awaitable[Served]]
@@ -56,38 +62,32 @@ def _routes() -> Routes:
     return routes
 
 
-@pytest.fixture(params=["h11", "aiohttp"])
-async def served(request: pytest.FixtureRequest) -> AsyncIterator[Serve]:
-    runners: list[web.AppRunner] = []
-    sites: list[PlainSite] = []
+@pytest.fixture(scope="module")
+def tls_pair(tmp_path_factory: pytest.TempPathFactory) -> TlsPair:
+    return make_tls_pair(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(params=["plain", "tls"])
+async def served(request: pytest.FixtureRequest, tls_pair: TlsPair) -> AsyncIterator[Serve]:
+    sites: list[HttpSite] = []
+    tls = tls_pair if request.param == "tls" else None
 
     async def start(limits: ServingLimits) -> Served:
-        if request.param == "h11":
-            plain = PlainSite(_routes(), "127.0.0.1", 0, limits)
-            await plain.start()
-            sites.append(plain)
-            return Served(plain, f"http://127.0.0.1:{plain.port}")
-        app = bounded_app(limits)
+        routes = _routes()
+        release = asyncio.Event()
 
-        async def hello(_request: web.Request) -> web.Response:
-            return web.Response(text="hello")
+        async def slow(_request: Request) -> Response:
+            await release.wait()
+            return Response.text("slow")
 
-        async def echo(request: web.Request) -> web.Response:
-            return web.Response(body=await request.read())
-
-        async def big(_request: web.Request) -> web.Response:
-            return web.Response(body=b"x" * (32 << 20))
-
-        app.router.add_get("/", hello)
-        app.router.add_post("/echo", echo)
-        app.router.add_get("/big", big)
-        runner, site = await serve(app, "127.0.0.1", 0, limits)
-        runners.append(runner)
-        return Served(site, f"http://127.0.0.1:{site.port}")
+        routes.get("/slow", slow)
+        site = HttpSite(routes, "127.0.0.1", 0, limits, tls.server if tls else None)
+        await site.start()
+        sites.append(site)
+        scheme = "https" if tls else "http"
+        return Served(site, f"{scheme}://127.0.0.1:{site.port}", tls.client if tls else None, release)
 
     yield start
-    for r in runners:
-        await r.cleanup()
     for p in sites:
         await p.stop()
 
@@ -174,13 +174,13 @@ async def test_heads_beyond_the_limits_get_431(served: Serve) -> None:
         writer.close()
         assert _status(got) == 431, what
     # within the limits the same server answers
-    async with aiohttp.ClientSession() as c, c.get(s.url + "/", headers={"X-Ok": "a" * 500}) as r:
+    async with s.session() as c, c.get(s.url + "/", headers={"X-Ok": "a" * 500}) as r:
         assert r.status == 200
 
 
 async def test_bodies_beyond_the_limit_get_413(served: Serve) -> None:
     s = await served(ServingLimits(max_body_size=1000, lingering_time=0.5))
-    async with aiohttp.ClientSession() as c:
+    async with s.session() as c:
         async with c.post(s.url + "/echo", data=b"a" * 1000) as r:
             assert r.status == 200 and await r.read() == b"a" * 1000
         async with c.post(s.url + "/echo", data=b"a" * 1001) as r:
@@ -202,24 +202,28 @@ async def test_bodies_beyond_the_limit_get_413(served: Serve) -> None:
 
 
 async def test_the_connection_beyond_the_cap_is_refused_and_service_resumes(served: Serve) -> None:
+    """Five requests in flight hold the cap (an idle connection would be closed to make room, see below): the
+    sixth connection is closed at once, before any TLS handshake, and service resumes once they are answered."""
     s = await served(ServingLimits(max_connections=5, header_timeout=30.0, log_interval=60.0))
-    if isinstance(s.site, PlainSite):
-        pytest.skip("the read-only and healthz listener makes room by closing an idle connection (below)")
     held = [await s.open() for _ in range(5)]
-    await _wait("5 connections held", lambda: len(s.site.connections) == 5)
+    for _, w in held:
+        w.write(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+    await _wait("5 requests in flight", lambda: len(s.site.connections) == 5 and not s.site.waiting)
 
-    reader, writer = await s.open()
+    reader, writer = await asyncio.open_connection("127.0.0.1", s.site.port)
     writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
     took, got = await _until_closed(reader, 5.0)
     writer.close()
     assert got == b"" and took < 5.0
     assert len(s.site.connections) == 5
 
-    for _, w in held:
+    s.release.set()
+    for r, w in held:
+        assert (await r.readuntil(b"slow")).startswith(b"HTTP/1.1 200")
         w.close()
     await _wait("held connections gone", lambda: not s.site.connections)
-    async with aiohttp.ClientSession() as c, c.get(s.url + "/") as r:
-        assert r.status == 200 and await r.text() == "hello"
+    async with s.session() as c, c.get(s.url + "/") as resp:
+        assert resp.status == 200 and await resp.text() == "hello"
     assert s.site.log.counts["over-cap"] == 1
 
 
@@ -250,20 +254,20 @@ async def test_a_malformed_request_logs_exactly_one_line(served: Serve, caplog: 
     assert s.site.log.counts["bad-request"] == 3
 
 
-async def test_a_failing_handler_still_logs_its_traceback(caplog: pytest.LogCaptureFixture) -> None:
-    limits = ServingLimits()
-    app = bounded_app(limits)
-
-    async def broken(_request: web.Request) -> web.Response:
+async def test_a_failing_handler_still_logs_its_traceback(caplog: pytest.LogCaptureFixture,
+                                                         tls_pair: TlsPair) -> None:
+    async def broken(_request: Request) -> Response:
         raise RuntimeError("bug")
 
-    app.router.add_get("/", broken)
-    runner, site = await serve(app, "127.0.0.1", 0, limits)
+    routes = Routes()
+    routes.get("/", broken)
+    site = HttpSite(routes, "127.0.0.1", 0, ServingLimits(), tls_pair.server)
+    await site.start()
     try:
-        async with aiohttp.ClientSession() as c, c.get(f"http://127.0.0.1:{site.port}/") as r:
+        async with tls_pair.session() as c, c.get(f"https://127.0.0.1:{site.port}/") as r:
             assert r.status == 500
     finally:
-        await runner.cleanup()
+        await site.stop()
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 1 and errors[0].exc_info is not None
 
@@ -275,7 +279,7 @@ async def test_a_failing_neutral_handler_logs_its_traceback_and_the_connection_s
 
     routes = _routes()
     routes.get("/broken", broken)
-    site = PlainSite(routes, "127.0.0.1", 0, ServingLimits())
+    site = HttpSite(routes, "127.0.0.1", 0, ServingLimits())
     await site.start()
     try:
         async with aiohttp.ClientSession() as c:
@@ -308,7 +312,7 @@ async def test_idle_connections_at_the_cap_never_keep_healthz_from_answering() -
     and sends nothing used to have every new connection refused until the 10 s header timeout; now the longest-idle
     connection is closed to make room, and a connection with a request in flight never is."""
     routes, release = _slow_routes()
-    site = PlainSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=20, header_timeout=30.0,
+    site = HttpSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=20, header_timeout=30.0,
                                                             log_interval=60.0))
     await site.start()
     held: list[asyncio.StreamWriter] = []
@@ -342,7 +346,7 @@ async def test_idle_connections_at_the_cap_never_keep_healthz_from_answering() -
 
 async def test_at_the_cap_with_every_connection_busy_the_new_one_is_refused() -> None:
     routes, release = _slow_routes()
-    site = PlainSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=3, log_interval=60.0))
+    site = HttpSite(routes, "127.0.0.1", 0, ServingLimits(max_connections=3, log_interval=60.0))
     await site.start()
     writers = []
     try:

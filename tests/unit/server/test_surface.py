@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
 from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
@@ -22,6 +20,7 @@ from minikubelet.server.app import KubeletServer
 from minikubelet.server.auth import AlwaysAllow, Authenticator
 from minikubelet.server.kubelet_api import KubeletAPI, SurfaceOptions, clean_path
 from minikubelet.server.node_logs import NodeLogs, content_type, directory_listing, resolve
+from tests.unit.server.api_client import ApiClient, serve_api
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "kubernetes" / "kubelet-api"
 Checks = list[tuple[str, str | None]]
@@ -64,11 +63,11 @@ def test_resolve_never_climbs_above_the_root() -> None:
 
 @pytest.fixture
 async def make(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
-    clients: list[TestClient[web.Request, web.Application]] = []
+    clients: list[ApiClient] = []
 
     async def build(checks: Checks | None = None, anonymous: bool = True,
                     config: dict[str, Any] | None = None,
-                    metrics: Metrics | None = None) -> TestClient[web.Request, web.Application]:
+                    metrics: Metrics | None = None) -> ApiClient:
         async def health() -> Checks:
             return checks if checks is not None else [("ping", None), ("syncloop", None), ("runtime", None)]
 
@@ -79,8 +78,7 @@ async def make(tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
         api = KubeletAPI(base, "node-1", lambda: [pod], FakeRuntime(), None, Authenticator(anonymous=anonymous),
                          AlwaysAllow(), SurfaceOptions(config=config or {}, health=health,
                                                        node_logs=NodeLogs(str(tmp_path / "log"))))
-        client = TestClient(TestServer(api.app()))
-        await client.start_server()
+        client = await serve_api(api)
         clients.append(client)
         return client
 
@@ -164,7 +162,7 @@ async def test_node_logs_like_go_file_server(make: Callable[..., Any], tmp_path:
     assert (await client.get("/logs/fifo")).status == 404  # never opened: it would block
 
 
-async def _raw(client: TestClient[web.Request, web.Application], target: str) -> tuple[bytes, bytes]:
+async def _raw(client: ApiClient, target: str) -> tuple[bytes, bytes]:
     """(head, body) of one request sent byte for byte (aiohttp's client would clean the path first)."""
     reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
     writer.write(f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
@@ -230,8 +228,7 @@ async def test_running_pods_from_the_runtime(tmp_path: Path) -> None:
 
     base = KubeletServer(lambda: [], health, CollectorRegistry(), lambda _uid: [])
     api = KubeletAPI(base, "node-1", lambda: [], runtime, None, Authenticator(anonymous=True), AlwaysAllow())
-    client = TestClient(TestServer(api.app()))
-    await client.start_server()
+    client = await serve_api(api)
     try:
         r = await client.get("/runningpods/")
         # a sandbox without running containers is a pod with none; created-only containers are left out
@@ -267,8 +264,7 @@ async def test_logs_come_from_the_pods_own_containers_not_a_namesakes(tmp_path: 
            "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
     base = KubeletServer(lambda: [], health, CollectorRegistry(), lambda _uid: [])
     api = KubeletAPI(base, "node-1", lambda: [pod], runtime, None, Authenticator(anonymous=True), AlwaysAllow())
-    client = TestClient(TestServer(api.app()))
-    await client.start_server()
+    client = await serve_api(api)
     try:
         r = await client.get("/containerLogs/ns/web/main")
         assert (r.status, await r.text()) == (200, "from u1\n")

@@ -1,14 +1,14 @@
 """End to end on loopback: our SPDY server connection against a small client built from `spdy`, with flow
-control; aiohttp WebSocket pairs speaking v5.channel.k8s.io and the SPDY port-forward tunnel."""
+control; our WebSocket server (the listener's upgrade, wsproto) against aiohttp's client, speaking
+v5.channel.k8s.io and the SPDY port-forward tunnel."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 from cri.spdy import (
     DataFrame,
@@ -21,10 +21,15 @@ from cri.spdy import (
     SynStream,
     WindowUpdate,
 )
+from minikubelet.server.limits import ServingLimits
+from minikubelet.server.listener import HttpSite
+from minikubelet.server.routes import Answer, Request, Routes
 from minikubelet.server.streaming import channel_codec as cc
+from minikubelet.server.streaming import websocket
 from minikubelet.server.streaming.channel_codec import ChannelClosed, ChannelData
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
+from minikubelet.server.streaming.websocket import ServerWebSocket
 
 OUTPUT = 100_000  # more than one 64 KiB window
 
@@ -110,34 +115,34 @@ async def test_spdy_server_refuses_out_of_order_streams(spdy_client: Client) -> 
     assert isinstance(frame, GoAway) and frame.status == 1
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[ServerWebSocket], Awaitable[None]]
+WsUrl = Callable[[Sequence[str], Handler], Awaitable[str]]
+MAX_MESSAGE = 64 * 1024
 
 
 @pytest.fixture
-async def ws_url() -> AsyncIterator[Callable[[Handler], Awaitable[str]]]:
-    runners: list[web.AppRunner] = []
+async def ws_url() -> AsyncIterator[WsUrl]:
+    sites: list[HttpSite] = []
 
-    async def start(handler: Handler) -> str:
-        app = web.Application()
-        app.router.add_get("/ws", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+    async def start(protocols: Sequence[str], handler: Handler) -> str:
+        async def upgrade(request: Request) -> Answer:
+            return websocket.upgrade(request, protocols, handler, MAX_MESSAGE)
+
+        routes = Routes()
+        routes.get("/ws", upgrade)
+        site = HttpSite(routes, "127.0.0.1", 0, ServingLimits())
         await site.start()
-        runners.append(runner)
-        port = runner.addresses[0][1]
-        return f"http://127.0.0.1:{port}/ws"
+        sites.append(site)
+        return f"http://127.0.0.1:{site.port}/ws"
 
     yield start
-    for runner in runners:
-        await runner.cleanup()
+    for site in sites:
+        await site.stop()
 
 
-async def test_websocket_v5_exec_like_exchange(ws_url: Callable[[Handler], Awaitable[str]]) -> None:
-    async def handler(request: web.Request) -> web.StreamResponse:
-        ws = web.WebSocketResponse(protocols=cc.REMOTECOMMAND_PROTOCOLS, max_msg_size=64 * 1024)
-        await ws.prepare(request)
-        chan = ChannelWebSocket(ws, ws.ws_protocol or "", 5)
+async def test_websocket_v5_exec_like_exchange(ws_url: WsUrl) -> None:
+    async def handler(ws: ServerWebSocket) -> None:
+        chan = ChannelWebSocket(ws, ws.protocol, 5)
         await chan.send(cc.Channel.STDOUT, b"")
         stdin = b""
         while (msg := await chan.receive()) != ChannelClosed(cc.Channel.STDIN):
@@ -146,9 +151,8 @@ async def test_websocket_v5_exec_like_exchange(ws_url: Callable[[Handler], Await
         await chan.send(cc.Channel.STDOUT, stdin)
         await chan.send(cc.Channel.ERROR, b'{"metadata":{},"status":"Success"}')
         await chan.close()
-        return ws
 
-    url = await ws_url(handler)
+    url = await ws_url(cc.REMOTECOMMAND_PROTOCOLS, handler)
     async with aiohttp.ClientSession() as session, session.ws_connect(url, protocols=[cc.V5_BINARY]) as ws:
         assert ws.protocol == cc.V5_BINARY
         client = ChannelWebSocket(ws, cc.V5_BINARY, 5)
@@ -161,10 +165,8 @@ async def test_websocket_v5_exec_like_exchange(ws_url: Callable[[Handler], Await
         assert ws.close_code == 1000
 
 
-async def test_spdy_port_forward_tunnelled_in_websocket(ws_url: Callable[[Handler], Awaitable[str]]) -> None:
-    async def handler(request: web.Request) -> web.StreamResponse:
-        ws = web.WebSocketResponse(protocols=cc.PORTFORWARD_PROTOCOLS, max_msg_size=64 * 1024)
-        await ws.prepare(request)
+async def test_spdy_port_forward_tunnelled_in_websocket(ws_url: WsUrl) -> None:
+    async def handler(ws: ServerWebSocket) -> None:
         tunnel = WebSocketTunnel(ws)
         conn = SpdyConnection(tunnel, tunnel)
         runner = asyncio.create_task(conn.run())
@@ -178,9 +180,8 @@ async def test_spdy_port_forward_tunnelled_in_websocket(ws_url: Callable[[Handle
         await conn.close()
         await runner
         await ws.close()
-        return ws
 
-    url = await ws_url(handler)
+    url = await ws_url(cc.PORTFORWARD_PROTOCOLS, handler)
     async with aiohttp.ClientSession() as session, session.ws_connect(url, protocols=[cc.PORTFORWARD_TUNNEL]) as ws:
         encoder, decoder = FrameEncoder(), FrameDecoder()
         wire = b"".join(encoder.encode(f) for f in (
