@@ -177,23 +177,24 @@ class ConnectionPool:
         self.give_back(conn)
 
     @asynccontextmanager
-    async def request_slot(self) -> AsyncIterator[Connection]:
-        """A connection for one bounded request; kept for reuse only if the exchange completed."""
+    async def request_slot(self, fresh: bool = False) -> AsyncIterator[Connection]:
+        """A connection for one bounded request (a new one when `fresh`); kept for reuse only if the exchange
+        completed."""
         self._waiting += 1
         try:
             await self._slots.acquire()
         finally:
             self._waiting -= 1
         try:
-            async with self._held(self.take) as conn:
+            async with self._held(self.connect if fresh else self.take) as conn:
                 yield conn
         finally:
             self._slots.release()
 
     @asynccontextmanager
-    async def stream_connection(self) -> AsyncIterator[Connection]:
+    async def stream_connection(self, fresh: bool = False) -> AsyncIterator[Connection]:
         """A connection for a long answer (a watch): outside the request slots, reused if it ended cleanly."""
-        async with self._held(self.take) as conn:
+        async with self._held(self.connect if fresh else self.take) as conn:
             yield conn
 
     def close(self) -> None:
