@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -370,3 +372,9 @@ async def test_reload_cuts_an_open_watch(server: RawServer) -> None:
     with pytest.raises(TransportError):
         await asyncio.wait_for(task, 5)
     await c.close()
+
+
+def test_the_api_client_loads_no_aiohttp() -> None:
+    code = "import sys, minikubelet.kubeapi.rest, minikubelet.kubeapi.watch; print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'multidict', 'yarl')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
