@@ -124,6 +124,7 @@ class ConnectionPool:
         self._idle: list[Connection] = []
         self._busy: set[Connection] = set()
         self._waiting = 0  # requests queued for a slot
+        self._aborted = False
         self.opened = 0  # sockets opened over the pool's life (tests and profiles read it)
 
     @property
@@ -154,7 +155,7 @@ class ConnectionPool:
     def give_back(self, conn: Connection) -> None:
         # While requests wait for a slot every finished connection is worth keeping: one of them
         # takes it next. Once none wait, the idle list shrinks back to its bound (oldest first).
-        if conn.reusable() and (len(self._idle) < self.max_idle or self._waiting):
+        if conn.reusable() and not self._aborted and (len(self._idle) < self.max_idle or self._waiting):
             conn.http.start_next_cycle()
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
@@ -203,7 +204,9 @@ class ConnectionPool:
             self._idle.pop().close()
 
     def abort(self) -> None:
-        """Close every connection, those in use too (their exchanges fail): a credential rotation."""
+        """Close every connection, those in use too (their exchanges fail), and keep none given back later:
+        a credential rotation."""
+        self._aborted = True
         self.close()
         for conn in list(self._busy):
             conn.close()
