@@ -5,17 +5,19 @@ in a clear TransportError, never a hang)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gzip
 import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
 from minikubelet.base.clock import RealClock
-from minikubelet.kubeapi.kubeconfig import ClientConfig
+from minikubelet.kubeapi.kubeconfig import ClientConfig, load_kubeconfig
 from minikubelet.kubeapi.rest import (
     DEFAULT_MAX_BODY,
     DEFAULT_MAX_LINE,
@@ -26,6 +28,8 @@ from minikubelet.kubeapi.rest import (
     TransportError,
 )
 from minikubelet.kubeapi.transport import MAX_IDLE, MAX_REQUESTS
+from tests.apiserver import ApiServer
+from tests.unit.kubeapi.helpers import client_for
 
 
 @dataclass
@@ -378,3 +382,30 @@ def test_the_api_client_loads_no_aiohttp() -> None:
     code = "import sys, minikubelet.kubeapi.rest, minikubelet.kubeapi.watch; print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'multidict', 'yarl')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+async def test_tls_with_a_client_certificate_keeps_one_connection(api_server: ApiServer, tmp_path: Path) -> None:
+    c = client_for(api_server, api_server.node_identity("n1"), tmp_path)
+    try:
+        for _ in range(5):
+            assert (await c.get("/version"))["gitVersion"] == "v1.36.2"
+        assert c._transport is not None and c._transport.pool.opened == 1
+        with pytest.raises(ApiError) as e:
+            await c.get("/api/v1/nodes/other")  # the node identity came through the client certificate
+        assert e.value.forbidden
+    finally:
+        await c.close()
+
+
+async def test_tls_checks_the_server_name_the_kubeconfig_gives(api_server: ApiServer, tmp_path: Path) -> None:
+    path = api_server.write_kubeconfig(tmp_path / "admin.conf", api_server.admin_identity())
+    config = load_kubeconfig(str(path))
+    named = RestClient(dataclasses.replace(config, tls_server_name="kubernetes.default.svc"), RealClock())
+    wrong = RestClient(dataclasses.replace(config, tls_server_name="not-the-apiserver.example"), RealClock())
+    try:
+        assert (await named.get("/version"))["gitVersion"] == "v1.36.2"
+        with pytest.raises(ConnectError, match=r"Cannot connect to API server .*certificate"):
+            await wrong.get("/version")
+    finally:
+        for c in (named, wrong):
+            await c.close()
