@@ -16,10 +16,12 @@ from urllib.parse import urlencode
 
 import h11
 
+from cri.docker import connection
 from cri.docker.connection import READ_SIZE, Connection, Endpoint
 from cri.docker.connection_pool import ConnectFailed, ConnectionPool
 from cri.docker.hijack import RawStream
 from cri.errors import NotFoundError, RuntimeError_, RuntimeUnavailableError
+from minikubelet.base.http1 import header
 
 Params = Mapping[str, str | int | bool]
 # A progress or event line longer than this is not Docker talking.
@@ -74,13 +76,6 @@ def _encode(body: Any) -> bytes:
     return json.dumps(body).encode()
 
 
-def _header(response: h11.Response | h11.InformationalResponse, name: bytes) -> str:
-    for key, value in response.headers:
-        if key == name:
-            return value.decode("latin-1")
-    return ""
-
-
 def _error(status: int, content_type: str, body: bytes) -> DockerAPIError:
     text = body.decode("utf-8", "replace")
     if content_type.startswith("application/json"):
@@ -109,14 +104,11 @@ class Body:
 
     async def chunk(self) -> bytes:
         """The next piece of the body (at most one socket read); b"" at its end."""
-        while not self.complete:
-            event = await self._conn.next_event()
-            if isinstance(event, h11.Data):
-                if event.data:
-                    return bytes(event.data)
-                continue
-            self.complete = True  # EndOfMessage (or the Engine closed a read-until-close body)
-        return b""
+        if self.complete:
+            return b""
+        data = await self._conn.chunk()
+        self.complete = not data  # EndOfMessage (or the Engine closed a read-until-close body)
+        return data
 
     async def iter_chunked(self, size: int = READ_SIZE) -> AsyncIterator[bytes]:
         while chunk := await self.chunk():
@@ -188,8 +180,8 @@ class DockerClient:
             response = await conn.next_event()
             if not isinstance(response, h11.Response):
                 raise h11.RemoteProtocolError(f"unexpected {type(response).__name__} from the Engine")
-            data = await conn.body()
-        content_type = _header(response, b"content-type")
+            data = await conn.body(connection.MAX_BODY)
+        content_type = header(response, b"content-type")
         if response.status_code >= 400:
             raise _error(response.status_code, content_type, data)
         return content_type, data
@@ -247,9 +239,9 @@ class DockerClient:
                 response = await conn.next_event()
                 if not isinstance(response, h11.Response):
                     raise h11.RemoteProtocolError(f"unexpected {type(response).__name__} from the Engine")
-                content_type = _header(response, b"content-type")
+                content_type = header(response, b"content-type")
                 if response.status_code >= 400:
-                    raise _error(response.status_code, content_type, await conn.body())
+                    raise _error(response.status_code, content_type, await conn.body(connection.MAX_BODY))
             except BaseException:
                 conn.close()
                 raise
@@ -280,7 +272,8 @@ class DockerClient:
                 if isinstance(response, h11.InformationalResponse) and response.status_code == 101:
                     head, _ = conn.http.trailing_data
                 elif isinstance(response, h11.Response) and response.status_code >= 400:
-                    raise _error(response.status_code, _header(response, b"content-type"), await conn.body())
+                    body = await conn.body(connection.MAX_BODY)
+                    raise _error(response.status_code, header(response, b"content-type"), body)
                 elif isinstance(response, h11.Response):
                     head = _buffered_body(conn)
                 else:

@@ -44,7 +44,7 @@ def normalise_endpoint(endpoint: str) -> str:
 
 
 async def _get(cfg: ClientConfig, clock: Clock) -> dict[str, Any]:
-    # The REST client (aiohttp) is loaded when a join runs, not by every `minikubelet run` (issue 19: memory).
+    # The REST client (h11, TLS) is loaded when a join runs, not by every `minikubelet run` (issue 19: memory).
     from minikubelet.kubeapi.rest import RestClient, RetryPolicy
 
     client = RestClient(cfg, clock, retry=RetryPolicy(attempts=1), timeout=10.0)

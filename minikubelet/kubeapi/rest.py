@@ -1,4 +1,5 @@
-"""A thin JSON client for the API server on aiohttp (client-go's rest.Client, for what a kubelet sends).
+"""A thin JSON client for the API server (client-go's rest.Client, for what a kubelet sends), on HTTP/1.1
+through h11 (kubeapi.transport): no aiohttp in the agent's process.
 
 Objects stay JSON dicts, so fields this agent does not know survive a read-modify-write. Every answer
 is bounded: the body size (`max_body`), a watch line (`max_line`), and the time of each request.
@@ -22,11 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-import aiohttp
+import h11
 
 from minikubelet.base.clock import Clock
+from minikubelet.base.http1 import ConnectFailed
 from minikubelet.kubeapi import client_metrics
 from minikubelet.kubeapi.kubeconfig import ClientConfig, ExecPlugin, KubeconfigError, ssl_context
+from minikubelet.kubeapi.transport import Response, Transport
 
 log = logging.getLogger("minikubelet.kubeapi")
 Json = dict[str, Any]
@@ -159,33 +162,35 @@ class RestClient:
         self.max_line = max_line
         self.retry = retry or RetryPolicy()
         self._exec = ExecPlugin(config.exec, clock) if config.exec is not None else None
-        self._session: aiohttp.ClientSession | None = None
-        self._session_cert = b""
+        self._transport: Transport | None = None
         self._token_cache: tuple[float, str] = (-1.0, "")
 
     # ---------------------------------------------------------------- transport
-    async def _ssl(self) -> tuple[ssl.SSLContext | None, bytes]:
+    async def _ssl(self) -> ssl.SSLContext | None:
         if not self.config.server.startswith("https://"):
-            return None, b""
+            return None
         if self._exec is not None and not self.config.has_client_certificate:
             cred = await self._exec.credential()
             if cred.cert_pem:
-                return ssl_context(self.config, cred.cert_pem, cred.key_pem), cred.cert_pem
-        return ssl_context(self.config), b""
+                return ssl_context(self.config, cred.cert_pem, cred.key_pem)
+        return ssl_context(self.config)
 
-    async def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            ctx, cert = await self._ssl()
-            connector = aiohttp.TCPConnector(ssl=ctx if ctx is not None else False, limit=32)
-            self._session = aiohttp.ClientSession(connector=connector)
-            self._session_cert = cert
-        return self._session
+    async def _get_transport(self) -> Transport:
+        if self._transport is None:
+            ctx = await self._ssl()
+            try:
+                self._transport = Transport(self.config.server, ctx, tls_server_name=self.config.tls_server_name,
+                                            connect_timeout=self.timeout)
+            except ValueError as e:
+                raise TransportError(str(e)) from None
+        return self._transport
 
     async def reload(self) -> None:
-        """Forget the connections: the next request uses the client certificate on disk now (rotation)."""
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        """Forget the connections: the next request uses the client certificate on disk now (rotation).
+        Open watches are cut too, so they reconnect with it (client-go closes every connection on rotation)."""
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
 
     async def close(self) -> None:
         await self.reload()
@@ -205,7 +210,7 @@ class RestClient:
         return ""
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": self.agent}
+        headers = {"Accept": "application/json", "Accept-Encoding": "gzip", "User-Agent": self.agent}
         if content_type:
             headers["Content-Type"] = content_type
         token = self._bearer_token()
@@ -220,18 +225,6 @@ class RestClient:
 
     def url(self, path: str, query: Mapping[str, str] | None = None) -> str:
         return self.config.server + path + (f"?{urlencode(query)}" if query else "")
-
-    async def _read_bounded(self, resp: aiohttp.ClientResponse) -> bytes:
-        if resp.content_length is not None and resp.content_length > self.max_body:
-            raise TransportError(f"answer of {resp.content_length} bytes is larger than {self.max_body}")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in resp.content.iter_chunked(64 << 10):
-            size += len(chunk)
-            if size > self.max_body:
-                raise TransportError(f"answer is larger than {self.max_body} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
 
     @staticmethod
     def _retried(method: str, url: str, code: str) -> None:
@@ -262,17 +255,21 @@ class RestClient:
 
     async def _attempt(self, method: str, url: str, data: bytes | None, content_type: str | None,
                        timeout: float) -> tuple[int, bytes, float | None]:
-        session = await self._get_session()
+        transport = await self._get_transport()
         headers = await self._headers(content_type if data is not None else None)
         try:
-            async with session.request(method, url, data=data, headers=headers,
-                                       timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                raw = await self._read_bounded(resp)
-                return resp.status, raw, _retry_after(resp.headers.get("Retry-After"))
-        except aiohttp.ClientConnectorError as e:
-            raise ConnectError(f"{method} {url}: {e or type(e).__name__}") from None
-        except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as e:
-            raise TransportError(f"{method} {url}: {e or type(e).__name__}") from None
+            async with asyncio.timeout(timeout):
+                response, raw = await transport.request(method, self._target(url), headers, data, self.max_body)
+            return response.status, raw, _retry_after(response.header("Retry-After"))
+        except ConnectFailed as e:
+            raise ConnectError(f"{method} {url}: {e}") from None
+        except TimeoutError:
+            raise TransportError(f"{method} {url}: no answer within {timeout:g}s") from None
+        except (h11.ProtocolError, ssl.SSLError, OSError) as e:
+            raise TransportError(f"{method} {url}: {_describe(e)}") from None
+
+    def _target(self, url: str) -> str:
+        return url[len(self.config.server):]
 
     async def request(self, method: str, path: str, *, query: Mapping[str, str] | None = None,
                       body: object = None, content_type: str = "application/json",
@@ -349,28 +346,30 @@ class RestClient:
         without a byte. A non-200 answer raises ApiError, like a request."""
         url = self.url(path, query)
         await self._throttle("GET", url)
-        session = await self._get_session()
-        headers = await self._headers(None)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=idle_timeout)
         recorder, host = client_metrics.recorder(), client_metrics.host_of(url)
+        transport = await self._get_transport()
+        headers = await self._headers(None)
         try:
-            async with session.get(url, headers=headers, timeout=timeout) as resp:
+            async with transport.stream(self._target(url), headers, idle_timeout) as resp:
                 if recorder is not None:
                     recorder.requests.labels(str(resp.status), "GET", host).inc()
                 if resp.status != 200:
-                    raw = await self._read_bounded(resp)
-                    raise ApiError(resp.status, _parse_status(raw), _retry_after(resp.headers.get("Retry-After")))
-                yield self._lines(resp)
-        except (aiohttp.ClientConnectorError, aiohttp.ClientResponseError) as e:
+                    async with asyncio.timeout(self.timeout):
+                        raw = await resp.read(self.max_body)
+                    raise ApiError(resp.status, _parse_status(raw), _retry_after(resp.header("Retry-After")))
+                yield self._lines(resp, idle_timeout)
+        except ConnectFailed as e:
             if recorder is not None:
                 recorder.requests.labels(client_metrics.ERROR_CODE, "GET", host).inc()
-            raise TransportError(f"watch {path}: {e or type(e).__name__}") from None
-        except (aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as e:
-            raise TransportError(f"watch {path}: {e or type(e).__name__}") from None
+            raise TransportError(f"watch {path}: {e}") from None
+        except TimeoutError:
+            raise TransportError(f"watch {path}: silent for {idle_timeout:g}s") from None
+        except (h11.ProtocolError, ssl.SSLError, OSError) as e:
+            raise TransportError(f"watch {path}: {_describe(e)}") from None
 
-    async def _lines(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    async def _lines(self, resp: Response, idle_timeout: float) -> AsyncIterator[bytes]:
         buffer = bytearray()
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp.pieces(idle_timeout):
             buffer += chunk
             while (nl := buffer.find(b"\n")) >= 0:
                 line = bytes(buffer[:nl])
@@ -385,3 +384,7 @@ class RestClient:
             raise TransportError(f"watch line longer than {self.max_line} bytes")
         if buffer.strip():
             yield bytes(buffer)
+
+
+def _describe(e: BaseException) -> str:
+    return str(e) or type(e).__name__
