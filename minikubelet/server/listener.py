@@ -19,13 +19,13 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from email.utils import formatdate
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
 
 import h11
 
+from minikubelet.base.http_date import format_http_date
 from minikubelet.server.limits import ServingLimits, connection_cap
 from minikubelet.server.ratelog import RateLimitedLog
 from minikubelet.server.routes import (
@@ -493,7 +493,7 @@ def _http_date() -> str:
     global _date_cache
     now = int(time.time())
     if _date_cache[0] != now:
-        _date_cache = (now, formatdate(now, usegmt=True))
+        _date_cache = (now, format_http_date(now))
     return _date_cache[1]
 
 

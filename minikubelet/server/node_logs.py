@@ -16,8 +16,8 @@ import mimetypes
 import os
 import stat
 import urllib.parse
-from email.utils import formatdate, parsedate_to_datetime
 
+from minikubelet.base.http_date import format_http_date, parse_http_date
 from minikubelet.server.routes import Answer, Request, Response, Streamed, Write
 
 LOG_ROOT = "/var/log"
@@ -60,10 +60,8 @@ def _not_modified_since(request: Request, mtime: float) -> bool:
     since = request.headers.get("If-Modified-Since")
     if not since:
         return False
-    try:
-        return int(mtime) <= parsedate_to_datetime(since).timestamp()
-    except (TypeError, ValueError):
-        return False
+    when = parse_http_date(since)
+    return when is not None and int(mtime) <= when
 
 
 def directory_listing(names: list[tuple[str, bool]]) -> str:
@@ -141,7 +139,7 @@ class NodeLogs:
         except OSError:
             return _text(500, "Error reading directory\n")
         return Response(200, directory_listing(entries).encode(), "text/html; charset=utf-8",
-                        {"Last-Modified": formatdate(st.st_mtime, usegmt=True)})
+                        {"Last-Modified": format_http_date(st.st_mtime)})
 
     async def _file(self, request: Request, path: str, st: os.stat_result) -> Answer:
         try:
@@ -156,7 +154,7 @@ class NodeLogs:
         except OSError:
             f.close()
             return _text(404, _NOT_FOUND)
-        headers = {"Last-Modified": formatdate(st.st_mtime, usegmt=True), "Accept-Ranges": "bytes"}
+        headers = {"Last-Modified": format_http_date(st.st_mtime), "Accept-Ranges": "bytes"}
         if _not_modified_since(request, st.st_mtime):
             f.close()
             return Response(304, headers=headers)
