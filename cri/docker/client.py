@@ -151,6 +151,7 @@ class DockerClient:
         self.pool = ConnectionPool(Endpoint.parse(endpoint), connect_timeout)
         self._prefix = ""
         self._version_lock = asyncio.Lock()
+        self.requests = 0  # bounded requests sent over the client's life (tests and profiles read it)
 
     async def close(self) -> None:
         self.pool.close()
@@ -175,6 +176,7 @@ class DockerClient:
 
     async def _exchange_raw(self, method: str, target: str, body: bytes, headers: Mapping[str, str]) -> tuple[str, bytes]:
         """(content type, body) of a successful answer; an error answer raises."""
+        self.requests += 1
         async with self.pool.request_slot() as conn:
             await conn.send(self._request(method, target, body, headers), h11.Data(data=body), h11.EndOfMessage())
             response = await conn.next_event()

@@ -12,6 +12,7 @@ from typing import Any
 from cri.docker import archive, convert
 from cri.docker.attach import DockerAttachSession, attach_stream
 from cri.docker.client import DockerAPIError, DockerClient, label_filters
+from cri.docker.container_files import container_file, json_log_name
 from cri.docker.create_config import ConfigError, container_create_body, log_options, sandbox_create_body
 from cri.docker.events import container_events
 from cri.docker.exec import exec_sync
@@ -88,6 +89,8 @@ class DockerRuntime:
         self._client_: DockerClient | None = None
         self._data_root = ""  # Docker's data root, known once runtime_config ran
         self._listing = SummaryListing()
+        # The kubelet log path of each container created and not yet started: start links it without an inspect.
+        self._log_links: dict[str, str] = {}
 
     # -- connection -------------------------------------------------------------------------
 
@@ -187,44 +190,53 @@ class DockerRuntime:
 
     # -- sandboxes ----------------------------------------------------------------------------
 
-    async def _ensure_pause_image(self) -> None:
-        if await self.image_status(self.pause_image) is None:
-            await self.pull_image(self.pause_image)
-
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
+        # Create first: a sandbox of that name already there (a retry, a restarted agent, a racing call) shows
+        # as 409, so the usual start costs no inspect by name and no pause image check beforehand.
         name = make_sandbox_name(config.metadata)
-        existing = await self._inspect_or_none(name)
-        if existing is not None:
+        body = sandbox_create_body(config, self.pause_image, self.pod_network)
+        sandbox_id = await self._create_sandbox(name, body)
+        if sandbox_id is None:
+            existing = await self._inspect_reserved(name)
             state = existing.get("State") or {}
             if state.get("Running"):
                 return str(existing["Id"])
-            if state.get("Status") == "created":
-                await self._start(str(existing["Id"]))
-                await self._rewrite_resolv_conf(str(existing["Id"]), config)
-                return str(existing["Id"])
-            # A dead sandbox's namespaces are gone; the only way forward is a fresh one.
-            await self.remove_pod_sandbox(str(existing["Id"]))
-        await self._ensure_pause_image()
-        body = sandbox_create_body(config, self.pause_image, self.pod_network)
-        try:
-            created = await self._client.post("containers/create", body, params={"name": name})
-        except NotFoundError as exc:
-            raise CreateContainerError(str(exc)) from exc
-        except DockerAPIError as exc:
-            if exc.status == _CONFLICT:  # a concurrent run_pod_sandbox won the race
-                return await self._id_of_reserved_name(name)
-            raise CreateContainerError(exc.message) from exc
-        sandbox_id = str(created["Id"])
+            if state.get("Status") != "created":
+                # A dead sandbox's namespaces are gone; the only way forward is a fresh one.
+                await self.remove_pod_sandbox(str(existing["Id"]))
+                sandbox_id = await self._create_sandbox(name, body)
+                if sandbox_id is None:  # a concurrent run_pod_sandbox created it first
+                    return await self._id_of_reserved_name(name)
+            else:
+                sandbox_id = str(existing["Id"])
         await self._start(sandbox_id)
         await self._rewrite_resolv_conf(sandbox_id, config)
         return sandbox_id
+
+    async def _create_sandbox(self, name: str, body: dict[str, Any], pull_missing: bool = True) -> str | None:
+        """The new sandbox's id, or None when the name is taken (409). A missing pause image is pulled and
+        the create retried once: what checking the image before every create did, at no cost when it is there."""
+        try:
+            created = await self._client.post("containers/create", body, params={"name": name})
+        except NotFoundError as exc:
+            if not pull_missing or await self.image_status(self.pause_image) is not None:
+                raise CreateContainerError(str(exc)) from exc
+            await self.pull_image(self.pause_image)
+            return await self._create_sandbox(name, body, pull_missing=False)
+        except DockerAPIError as exc:
+            if exc.status == _CONFLICT:
+                return None
+            raise CreateContainerError(exc.message) from exc
+        return str(created["Id"])
 
     async def _rewrite_resolv_conf(self, sandbox_id: str, config: PodSandboxConfig) -> None:
         """Replace the resolv.conf Docker wrote at start with exactly the sandbox's DNS config (cri-dockerd)."""
         content = resolv_conf_content(config.dns) if config.dns is not None else ""
         if not content:
             return
-        path = str((await self._inspect(sandbox_id)).get("ResolvConfPath") or "")
+        path = container_file(self._data_root, sandbox_id, "resolv.conf")
+        if not path:
+            path = str((await self._inspect(sandbox_id)).get("ResolvConfPath") or "")
         if not path:
             log.error("ResolvConfPath is empty", extra={"kv": {"sandbox": sandbox_id}})
             return
@@ -234,14 +246,17 @@ class DockerRuntime:
             raise CreateContainerError(
                 f'rewrite resolv.conf failed for pod "{config.metadata.name}": {exc}') from exc
 
-    async def _id_of_reserved_name(self, name: str) -> str:
+    async def _inspect_reserved(self, name: str) -> dict[str, Any]:
         # Docker reserves a name before the container can be inspected.
         async with asyncio.timeout(_NAME_RESERVATION_WAIT):
             while True:
                 existing = await self._inspect_or_none(name)
                 if existing is not None:
-                    return str(existing["Id"])
+                    return existing
                 await asyncio.sleep(0.02)
+
+    async def _id_of_reserved_name(self, name: str) -> str:
+        return str((await self._inspect_reserved(name))["Id"])
 
     async def update_pod_cidrs(self, cidrs: tuple[str, ...]) -> None:
         await ensure_pod_network(self._client, cidrs)
@@ -282,7 +297,9 @@ class DockerRuntime:
             if exc.status == _CONFLICT:
                 return await self._existing_container(name, body["Labels"], exc.message)
             raise CreateContainerError(exc.message) from exc
-        return str(created["Id"])
+        container_id = str(created["Id"])
+        self._log_links[container_id] = str(body["Labels"].get(LABEL_LOG_PATH, ""))
+        return container_id
 
     async def _existing_container(self, name: str, labels: Mapping[str, str], conflict: str) -> str:
         """The id of a same-named container carrying the labels we asked for (idempotent create)."""
@@ -304,6 +321,14 @@ class DockerRuntime:
 
     async def _link_log(self, container_id: str) -> None:
         """Point the kubelet's log path at Docker's json log, as cri-dockerd does."""
+        link = self._log_links.pop(container_id, None)
+        if link == "":
+            return
+        if link is not None:
+            target = container_file(self._data_root, container_id, json_log_name(container_id))
+            if target:
+                await asyncio.to_thread(link_log, link, target)
+                return
         inspect = await self._inspect(container_id)
         link = ((inspect.get("Config") or {}).get("Labels") or {}).get(LABEL_LOG_PATH, "")
         target = inspect.get("LogPath") or ""
@@ -330,6 +355,7 @@ class DockerRuntime:
             raise RuntimeError_(f"container {container_id} did not exit after SIGKILL") from exc
 
     async def remove_container(self, container_id: str) -> None:
+        self._log_links.pop(container_id, None)
         inspect = await self._inspect_or_none(container_id)
         if inspect is None:
             return

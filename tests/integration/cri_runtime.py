@@ -31,7 +31,7 @@ def cri_endpoint() -> str:
     return endpoint
 
 
-async def _cleanup(rt: Runtime, run: str) -> None:
+async def cleanup(rt: Runtime, run: str) -> None:
     for sandbox in await rt.list_pod_sandboxes({RUN_LABEL: run}):
         await rt.remove_pod_sandbox(sandbox.id)
 
@@ -44,7 +44,7 @@ async def runtime(docker_host: str) -> AsyncIterator[DockerRuntime]:
     try:
         yield rt
     finally:
-        await _cleanup(rt, rt.test_run)  # type: ignore[attr-defined]
+        await cleanup(rt, rt.test_run)  # type: ignore[attr-defined]
         await rt.close()
 
 
@@ -56,5 +56,5 @@ async def remote_runtime(cri_endpoint: str) -> AsyncIterator[RemoteRuntime]:
     try:
         yield rt
     finally:
-        await _cleanup(rt, rt.test_run)  # type: ignore[attr-defined]
+        await cleanup(rt, rt.test_run)  # type: ignore[attr-defined]
         await rt.close()

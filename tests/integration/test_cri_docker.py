@@ -10,6 +10,7 @@ import tarfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -395,6 +396,63 @@ async def test_run_pod_sandbox_replaces_a_dead_sandbox(runtime: DockerRuntime) -
     assert (await runtime.pod_sandbox_status(second)).state is SandboxState.READY
     with pytest.raises(NotFoundError):
         await runtime.pod_sandbox_status(first)
+
+
+async def test_pod_start_costs_four_engine_requests(runtime: DockerRuntime, tmp_path: Path) -> None:
+    """Sandbox create + start, container create + start: the name check, the pause image check, the sandbox
+    inspect for resolv.conf and the container inspect for its log path are gone once the data root is known,
+    and what they fed is still done (resolv.conf rewritten, the kubelet log path linked to Docker's log)."""
+    await runtime.runtime_config()
+    pod = pod_config(runtime, log_directory=str(tmp_path))
+    app = container("app", "echo started; sleep 1000", log_path="app/0.log")
+    (tmp_path / "app").mkdir()
+    before = runtime._client.requests
+    sandbox_id = await runtime.run_pod_sandbox(pod)
+    app_id = await run_container(runtime, sandbox_id, pod, app)
+    assert runtime._client.requests - before == 4
+    sandbox = await runtime._inspect(sandbox_id)
+    with open(sandbox["ResolvConfPath"]) as resolv:
+        assert "nameserver 10.96.0.10" in resolv.read()
+    inspect = await runtime._inspect(app_id)
+    assert os.readlink(tmp_path / "app" / "0.log") == inspect["LogPath"]
+    # Again for the same pod: the running sandbox is found through the name conflict, not created twice.
+    assert await runtime.run_pod_sandbox(pod) == sandbox_id
+
+
+async def test_pod_start_without_data_root_asks_the_engine(docker_host: str, tmp_path: Path) -> None:
+    """An Engine whose files are not where its data root says (remote, remapped): the paths come from
+    inspects, as before."""
+    rt = DockerRuntime(docker_host, pause_image=PAUSE_IMAGE, sandbox_stop_timeout=2.0)
+    rt.test_run = uuid.uuid4().hex  # type: ignore[attr-defined]
+    try:
+        await rt.runtime_config()
+        rt._data_root = str(tmp_path / "elsewhere")
+        pod = pod_config(rt, log_directory=str(tmp_path))
+        (tmp_path / "app").mkdir()
+        before = rt._client.requests
+        sandbox_id = await rt.run_pod_sandbox(pod)
+        app_id = await run_container(rt, sandbox_id, pod, container("app", "sleep 1000", log_path="app/0.log"))
+        assert rt._client.requests - before == 6
+        with open((await rt._inspect(sandbox_id))["ResolvConfPath"]) as resolv:
+            assert "nameserver 10.96.0.10" in resolv.read()
+        assert os.readlink(tmp_path / "app" / "0.log") == (await rt._inspect(app_id))["LogPath"]
+    finally:
+        await cri_runtime.cleanup(rt, rt.test_run)  # type: ignore[attr-defined]
+        await rt.close()
+
+
+async def test_missing_pause_image_is_pulled_on_first_sandbox(docker_host: str) -> None:
+    """The create answers 404 for a pause image the Engine lacks: it is pulled (here from an unreachable
+    registry, so the pull's error comes through) rather than reported as a create failure."""
+    rt = DockerRuntime(docker_host, pause_image="127.0.0.1:1/pause:absent", sandbox_stop_timeout=2.0)
+    rt.test_run = uuid.uuid4().hex  # type: ignore[attr-defined]
+    try:
+        with pytest.raises(ImagePullError) as info:
+            await rt.run_pod_sandbox(pod_config(rt))
+        assert "127.0.0.1:1" in str(info.value)
+        assert await rt.list_pod_sandboxes({RUN_LABEL: rt.test_run}) == []  # type: ignore[attr-defined]
+    finally:
+        await rt.close()
 
 
 async def build_image(runtime: DockerRuntime, tag: str, dockerfile: str) -> None:
