@@ -9,6 +9,7 @@ mount (root/unified) is one more such hierarchy: runc creates the same path ther
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 from cgroups.detect import MOUNTINFO, cgroup_mounts, hybrid_unified_mount
@@ -25,6 +26,7 @@ from cgroups.driver import (
     read_flat_keyed,
     read_int,
     read_procs,
+    read_text,
     rmdir_cgroup,
     subdirs,
     walk_leaf_first,
@@ -77,22 +79,30 @@ class CgroupV1Driver:
     def path(self, controller: str, name: str) -> Path:
         return self.hierarchies[controller].joinpath(*components(name))
 
-    def _mkdir(self, mount: Path, name: str) -> None:
-        path = mount.joinpath(*components(name))
-        if path.is_dir():
-            return
-        path.mkdir()
+    def _mkdir(self, mount: Path, name: str) -> bool:
+        """Create `name` in one hierarchy; False if its parent is missing. os.mkdir first, not a stat: a new
+        pod's cgroup is one syscall per hierarchy, its (existing) ancestors none."""
+        path = os.path.join(mount, *components(name))
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            return True
+        except FileNotFoundError:
+            return False
         if mount == self.hierarchies.get("cpuset"):
             # A new cpuset starts empty and cannot take tasks until it has CPUs and memory nodes.
             for key in ("cpuset.cpus", "cpuset.mems"):
-                if not (path / key).read_text().strip():
-                    write_file(path / key, (path.parent / key).read_text().strip())
+                if not read_text(os.path.join(path, key)).strip():
+                    write_file(Path(path, key), read_text(os.path.join(os.path.dirname(path), key)).strip())
+        return True
 
     def create(self, name: str, config: ResourceConfig) -> None:
         check_within(name, self.prefix)
         for mount in self.mount_points:
-            for step in ancestors_to_create(name, self.prefix):
-                self._mkdir(mount, step)
+            if not self._mkdir(mount, name):
+                for step in ancestors_to_create(name, self.prefix):
+                    if not self._mkdir(mount, step):
+                        raise CgroupError(errno.ENOENT, f"cannot create cgroup {step} under {mount}")
         self.update(name, config)
 
     def _write_cpu(self, path: Path, config: ResourceConfig) -> None:
@@ -124,7 +134,8 @@ class CgroupV1Driver:
             write_file(self.path("pids", name) / "pids.max", value)
 
     def exists(self, name: str) -> bool:
-        return all(mount.joinpath(*components(name)).is_dir() for mount in self.mount_points)
+        parts = components(name)
+        return all(os.path.isdir(os.path.join(mount, *parts)) for mount in self.mount_points)
 
     def remove(self, name: str) -> None:
         check_within(name, self.prefix, strictly_below_root=True)
