@@ -15,7 +15,7 @@ from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.base.goformat import go_list, go_quote
 from minikubelet.base.podview import ContainerView
-from probes.addresses import PortError, join_host_port, resolve_port
+from probes.addresses import PortError, resolve_port
 
 HTTP_HOOK_TIMEOUT = 10.0  # the kubelet's HTTP client for hooks: no overall timeout, but a 10 s connect
 
@@ -55,17 +55,16 @@ async def run_hook(
         except PortError as e:
             raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
         host = str(hg.get("host") or pod_ip)
-        scheme = str(hg.get("scheme") or "HTTP").lower()
-        url = f"{scheme}://{join_host_port(host, port)}{path if path.startswith('/') else '/' + path}"
-        headers = {str(h.get("name")): str(h.get("value")) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)}
-        import aiohttp  # only a pod with an httpGet hook needs the HTTP client
+        headers = [(str(h.get("name")), str(h.get("value"))) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)]
+        # The prober's client (upstream: httpprobe.NewRequestForHTTPGetAction with the "lifecycle" agent).
+        from probes.http import HOOK_USER_AGENT, Client, RequestError, probe_headers, probe_url
 
         try:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=HTTP_HOOK_TIMEOUT)
-            async with aiohttp.ClientSession(timeout=timeout) as s, s.get(url, headers=headers, ssl=False) as r:
-                await r.content.read(10 * 1024)
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e or type(e).__name__}") from e
+            url = probe_url(str(hg.get("scheme") or "HTTP"), host, port, path)
+            await Client(keep_alive=True, connect_timeout=HTTP_HOOK_TIMEOUT).get(
+                url, probe_headers(headers, HOOK_USER_AGENT))
+        except (RequestError, ValueError) as e:
+            raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
         return
     if isinstance(handler.get("sleep"), dict):
         seconds = handler["sleep"].get("seconds", 0)
