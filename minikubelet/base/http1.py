@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from urllib.parse import quote, urljoin, urlsplit
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import h11
 
@@ -121,7 +121,7 @@ class URL:
     port: int
     authority: str  # Go's URL.Host: host[:port] as written, the Host header
     target: str  # the request line's path?query ("/" for none)
-    username: str | None  # user information, for Basic authentication
+    username: str | None  # user information (unescaped), for Basic authentication
     password: str
 
     @classmethod
@@ -141,7 +141,8 @@ class URL:
         port = parts.port or (443 if scheme == "https" else 80)  # ValueError for a port out of range
         path = quote(parts.path, safe=_PATH_SAFE) or "/"
         target = f"{path}?{quote(parts.query, safe=_QUERY_SAFE)}" if parts.query else path
-        return cls(text, scheme, host, port, authority, target, parts.username, parts.password or "")
+        username = None if parts.username is None else unquote(parts.username)
+        return cls(text, scheme, host, port, authority, target, username, unquote(parts.password or ""))
 
     def join(self, location: str) -> URL:
         """A Location header's URL, relative to this one (ValueError when unusable)."""

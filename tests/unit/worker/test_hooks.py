@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -66,6 +67,69 @@ async def test_http_hook_failure_names_the_container_and_pod() -> None:
                        container_id="c", container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1", pod_desc="p_default(u)")
     assert str(err.value).startswith('HTTP lifecycle hook (/x) for Container "app" in Pod "p_default(u)" failed - error: ')
     assert "nope" in str(err.value)
+
+
+async def _raw_server(answers: list[bytes]) -> tuple[asyncio.Server, list[bytes]]:
+    """A loopback server answering each connection with the next of `answers`, recording the request heads."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(answers[min(len(heads), len(answers)) - 1])
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0), heads
+
+
+async def _hook(port: int, path: str = "/stop") -> None:
+    await run_hook({"httpGet": {"path": path, "port": port}}, runtime=cast(Runtime, None), clock=FakeClock(),
+                   container_id="c", container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1",
+                   pod_desc="p_default(u)")
+
+
+async def test_http_hook_sends_upstreams_lifecycle_request() -> None:
+    """upstream NewRequestForHTTPGetAction(..., "lifecycle") on a plain http.Transport: User-Agent
+    kube-lifecycle/<version>, Accept */*, gzip asked for (compression is not disabled), no Connection: close."""
+    server, heads = await _raw_server([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"])
+    async with server:
+        await _hook(server.sockets[0].getsockname()[1])
+    lines = heads[0].decode().split("\r\n")
+    assert lines[0] == "GET /stop HTTP/1.1"
+    assert {"User-Agent: kube-lifecycle/1.36", "Accept: */*", "Accept-Encoding: gzip"} <= set(lines)
+    assert not any(line.lower().startswith("connection:") for line in lines)
+
+
+async def test_http_hook_follows_same_host_redirects_and_stops_at_another_host() -> None:
+    """upstream's hook client has RedirectChecker(false): the same host is followed, another host's redirect is
+    the answer (a success: a hook fails only when the request does)."""
+    server, heads = await _raw_server([
+        b"HTTP/1.1 302 Found\r\nLocation: /next\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 302 Found\r\nLocation: http://localhost:1/elsewhere\r\nContent-Length: 0\r\n\r\n",
+    ])
+    async with server:
+        await _hook(server.sockets[0].getsockname()[1])
+    assert [h.split(b" ")[1] for h in heads] == [b"/stop", b"/next"]
+
+
+async def test_http_hook_redirect_loop_fails_after_ten_requests() -> None:
+    server, heads = await _raw_server([b"HTTP/1.1 302 Found\r\nLocation: /again\r\nContent-Length: 0\r\n\r\n"])
+    async with server:
+        with pytest.raises(HookError) as err:
+            await _hook(server.sockets[0].getsockname()[1])
+    assert len(heads) == 10
+    assert str(err.value).endswith('failed - error: Get "/again": stopped after 10 redirects')
+
+
+async def test_http_hook_to_a_closed_port_fails_with_the_dial_error() -> None:
+    server, _ = await _raw_server([b""])
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(HookError) as err:
+        await _hook(port)
+    assert str(err.value).endswith(f'failed - error: Get "http://127.0.0.1:{port}/stop": dial tcp 127.0.0.1:{port}: '
+                                   "connect: connection refused")
 
 
 class _ExecOnly:
