@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import h11
 
-from minikubelet.base.http1 import URL, Connection, connect, header, insecure_tls
+from minikubelet.base.http1 import URL, Connection, connect, header, insecure_tls, is_ip
 from probes.addresses import join_host_port
 from probes.result import MAX_OUTPUT_BYTES, ProbeOutcome, Result
 from probes.tcp import describe_os_error
@@ -37,6 +37,7 @@ _NOT_FROM_HEADERS = frozenset({"host", "user-agent", "content-length", "transfer
 _TOKEN = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 # upstream's probe dialer: SO_LINGER {on, 1 s}, so frequent probes leave no TIME_WAIT sockets for 60 s.
 _LINGER_1S = struct.pack("ii", 1, 1)
+_MISMATCH_CHECK_TIMEOUT = 2.0  # the second look at a failed TLS handshake (within the caller's deadline too)
 
 
 def canonical_name(name: str) -> str:
@@ -97,6 +98,10 @@ class RequestError(Exception):
     """The request failed: the message is Go's url.Error text, `Get "<url>": <why>`."""
 
 
+class SchemeMismatch(RequestError):
+    """An https URL's server answered the TLS hello in plain HTTP (Go's http.ErrSchemeMismatch)."""
+
+
 @dataclass
 class Client:
     """One GET with upstream's RedirectChecker(false): a probe's client (`keep_alive` off) or a hook's."""
@@ -142,6 +147,8 @@ class Client:
             why = "no such host" if err.errno in (socket.EAI_NONAME, socket.EAI_NODATA) else err.strerror
             raise RequestError(f"Get {_quote(url.text)}: dial tcp: lookup {url.host}: {why}") from None
         except ssl.SSLError as err:
+            if await _answers_plain_http(url):
+                raise SchemeMismatch(f"Get {_quote(url.text)}: http: server gave HTTP response to HTTPS client") from None
             raise RequestError(f"Get {_quote(url.text)}: {err.strerror or err}") from None
         except OSError as err:
             raise RequestError(f"Get {_quote(url.text)}: dial tcp {join_host_port(url.host, url.port)}: connect: "
@@ -223,6 +230,28 @@ async def _read_at_most(conn: Connection, limit: int) -> bytes:
             break
         data += chunk
     return bytes(data[:limit])
+
+
+async def _answers_plain_http(url: URL) -> bool:
+    """Go's rule for ErrSchemeMismatch: the server's reply to the TLS hello starts with "HTTP/". Python's TLS
+    layer does not show those bytes, so on a failed handshake a second connection sends the same hello and
+    reads them (only on this failure path)."""
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    hello = insecure_tls().wrap_bio(incoming, outgoing, server_hostname=None if is_ip(url.host) else url.host)
+    try:
+        hello.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    try:
+        async with asyncio.timeout(_MISMATCH_CHECK_TIMEOUT):
+            reader, writer = await asyncio.open_connection(url.host, url.port)
+            try:
+                writer.write(outgoing.read())
+                return await reader.readexactly(5) == b"HTTP/"
+            finally:
+                writer.close()
+    except (OSError, TimeoutError, asyncio.IncompleteReadError):
+        return False
 
 
 def _is_absolute(location: str) -> bool:

@@ -15,7 +15,7 @@ from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.base.goformat import go_list, go_quote
 from minikubelet.base.podview import ContainerView
-from probes.addresses import PortError, resolve_port
+from probes.addresses import PortError, join_host_port, resolve_port
 
 HTTP_HOOK_TIMEOUT = 10.0  # the kubelet's HTTP client for hooks: no overall timeout, but a 10 s connect
 
@@ -34,9 +34,11 @@ async def run_hook(
     pod_ip: str,
     pod_desc: str,
     sleep_cut: Callable[[], None] = lambda: None,
+    http_fallback: Callable[[str], None] = lambda _host: None,
 ) -> None:
     """Run one handler; raises HookError with the kubelet's message on failure. `pod_desc`: format.Pod(pod).
-    `sleep_cut()`: a sleep hook was cancelled before its time was up."""
+    `sleep_cut()`: a sleep hook was cancelled before its time was up. `http_fallback(host:port)`: an HTTPS
+    httpGet hook got a plain HTTP answer and succeeded when sent again over HTTP."""
     name = go_quote(container.name)
     where = f"for Container {name} in Pod {go_quote(pod_desc)}"
     if isinstance(handler.get("exec"), dict):
@@ -57,12 +59,21 @@ async def run_hook(
         host = str(hg.get("host") or pod_ip)
         headers = [(str(h.get("name")), str(h.get("value"))) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)]
         # The prober's client (upstream: httpprobe.NewRequestForHTTPGetAction with the "lifecycle" agent).
-        from probes.http import HOOK_USER_AGENT, Client, RequestError, probe_headers, probe_url
+        from probes.http import HOOK_USER_AGENT, Client, RequestError, SchemeMismatch, probe_headers, probe_url
 
+        request_headers = probe_headers(headers, HOOK_USER_AGENT)
         try:
             url = probe_url(str(hg.get("scheme") or "HTTP"), host, port, path)
-            await Client(keep_alive=True, connect_timeout=HTTP_HOOK_TIMEOUT).get(
-                url, probe_headers(headers, HOOK_USER_AGENT))
+            await Client(keep_alive=True, connect_timeout=HTTP_HOOK_TIMEOUT).get(url, request_headers)
+        except SchemeMismatch as e:
+            # upstream runHTTPHandler: an HTTPS hook answered in plain HTTP is sent again over HTTP, without
+            # Authorization; if that fails the first error stands.
+            try:
+                await Client(keep_alive=True, connect_timeout=HTTP_HOOK_TIMEOUT).get(
+                    probe_url("HTTP", host, port, path), request_headers.without("Authorization"))
+            except RequestError:
+                raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
+            http_fallback(join_host_port(host, port))
         except (RequestError, ValueError) as e:
             raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
         return

@@ -291,3 +291,8 @@ async def test_an_ipv6_literal_host() -> None:
     finally:
         await runner.cleanup()
 
+
+async def test_https_to_a_plain_http_server_is_gos_scheme_mismatch(server: Server) -> None:
+    outcome = await probe_http(url(server, "/status/200", scheme="HTTPS"), probe_headers([]), 2)
+    assert outcome.result is Result.FAILURE
+    assert outcome.output == f'Get "https://127.0.0.1:{server.port}/status/200": http: server gave HTTP response to HTTPS client'

@@ -132,6 +132,54 @@ async def test_http_hook_to_a_closed_port_fails_with_the_dial_error() -> None:
                                    "connect: connection refused")
 
 
+async def _plain_server(tls_answer: bytes) -> tuple[asyncio.Server, list[bytes]]:
+    """Plain HTTP on loopback: a TLS hello (first byte 0x16) gets `tls_answer`, an HTTP request a 200."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first = await reader.read(1)
+        if first == b"\x16":
+            writer.write(tls_answer)
+        else:
+            heads.append(first + await reader.readuntil(b"\r\n\r\n"))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0), heads
+
+
+async def _https_hook(port: int, fallbacks: list[str]) -> None:
+    handler = {"httpGet": {"path": "/stop", "port": port, "scheme": "HTTPS", "httpHeaders": [
+        {"name": "Authorization", "value": "Bearer t"}, {"name": "X-Other", "value": "kept"}]}}
+    await run_hook(handler, runtime=cast(Runtime, None), clock=FakeClock(), container_id="c",
+                   container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1", pod_desc="p_default(u)",
+                   http_fallback=fallbacks.append)
+
+
+async def test_https_hook_answered_in_plain_http_is_sent_again_over_http_without_authorization() -> None:
+    """upstream runHTTPHandler: "server gave HTTP response to HTTPS client" -> the same request over HTTP, minus
+    Authorization; its success is reported (the LifecycleHTTPFallback event and counter)."""
+    server, heads = await _plain_server(b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+    port = server.sockets[0].getsockname()[1]
+    fallbacks: list[str] = []
+    async with server:
+        await _https_hook(port, fallbacks)
+    assert fallbacks == [f"127.0.0.1:{port}"]
+    (head,) = heads
+    assert head.startswith(b"GET /stop HTTP/1.1") and b"X-Other: kept" in head and b"Authorization" not in head
+
+
+async def test_https_hook_to_a_server_speaking_neither_fails_without_a_retry() -> None:
+    server, heads = await _plain_server(b"SSH-2.0-not-tls\r\n")
+    fallbacks: list[str] = []
+    async with server:
+        with pytest.raises(HookError) as err:
+            await _https_hook(server.sockets[0].getsockname()[1], fallbacks)
+    assert fallbacks == [] and heads == []
+    assert "server gave HTTP response" not in str(err.value)
+
+
 class _ExecOnly:
     """Answers exec_sync like a container whose command exits 3, and records the timeouts asked for."""
 
