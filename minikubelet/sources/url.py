@@ -227,10 +227,11 @@ class URLPodSource:
         key = f"{url.scheme}://{url.authority}"
         transport = self._transports.get(key)
         if transport is None:
-            tls = None
-            if url.tls:
-                tls = self._tls if isinstance(self._tls, ssl.SSLContext) else \
-                    ssl.create_default_context() if self._tls else insecure_tls()
+            tls: ssl.SSLContext | None = None
+            if url.tls and isinstance(self._tls, ssl.SSLContext):
+                tls = self._tls
+            elif url.tls:
+                tls = ssl.create_default_context() if self._tls else insecure_tls()
             transport = Transport(key, tls, connect_timeout=self._connect_timeout, name="manifest URL")
             self._transports[key] = transport
         return transport
