@@ -27,7 +27,7 @@ async def run_probe(
         if spec.handler == "exec":
             return await probe_exec(runtime, container_id, list(spec.command), timeout)
         if spec.handler == "httpGet":
-            # aiohttp, yarl and multidict only for a pod with an httpGet probe.
+            # The HTTP client (and the ssl module) only for a pod with an httpGet probe.
             from probes.http import probe_headers, probe_http, probe_url
 
             port = resolve_port(spec.port, container.ports)

@@ -5,17 +5,22 @@ chunk as the caller asks for it (nothing is buffered beyond one socket read). h1
 while a message head is incomplete (`MAX_HEAD`): a server sending endless headers or a status line without
 an end gets a RemoteProtocolError, as does a body cut short (EOF inside a chunked or sized body).
 
-Both clients of the agent use it: the Docker Engine client (cri.docker) and the API server client
-(minikubelet.kubeapi.rest). Neither needs aiohttp in the agent's process (issue 31: memory).
+Every HTTP client of the agent uses it: the Docker Engine client (cri.docker), the API server client
+(minikubelet.kubeapi.rest), the manifest URL source, and httpGet probes and lifecycle hooks (one connection per
+request, `URL` and `connect`). None needs aiohttp in the agent's process (issue 31: memory).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import ssl
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import h11
 
@@ -98,6 +103,90 @@ def header(response: h11.Response | h11.InformationalResponse, name: bytes) -> s
         if key == name:
             return value.decode("latin-1")
     return ""
+
+
+# What a request target keeps unescaped (as Go's url.URL.RequestURI): a space or a control character is
+# escaped, an escape already written is kept.
+_PATH_SAFE = "/:@!$&'()*+,;=-._~%"
+_QUERY_SAFE = _PATH_SAFE + "?"
+
+
+@dataclass(frozen=True)
+class URL:
+    """An absolute http(s) URL, split as a request needs it (the fields of Go's url.URL the clients read)."""
+
+    text: str
+    scheme: str  # lower case
+    host: str  # Go's URL.Hostname(): no brackets, no port, case as written
+    port: int
+    authority: str  # Go's URL.Host: host[:port] as written, the Host header
+    target: str  # the request line's path?query ("/" for none)
+    username: str | None  # user information (unescaped), for Basic authentication
+    password: str
+
+    @classmethod
+    def parse(cls, text: str) -> URL:
+        """Raises ValueError for anything but an absolute http or https URL with a host."""
+        parts = urlsplit(text)  # ValueError for an unclosed IPv6 bracket
+        scheme = parts.scheme.lower()
+        if scheme not in ("http", "https"):
+            raise ValueError(f"unsupported protocol scheme {parts.scheme!r}")
+        authority = parts.netloc.rpartition("@")[2]
+        if authority.startswith("["):
+            host = authority[1:authority.index("]")]
+        else:
+            host = authority.partition(":")[0]
+        if not host:
+            raise ValueError(f"no host in URL {text!r}")
+        port = parts.port or (443 if scheme == "https" else 80)  # ValueError for a port out of range
+        path = quote(parts.path, safe=_PATH_SAFE) or "/"
+        target = f"{path}?{quote(parts.query, safe=_QUERY_SAFE)}" if parts.query else path
+        username = None if parts.username is None else unquote(parts.username)
+        return cls(text, scheme, host, port, authority, target, username, unquote(parts.password or ""))
+
+    def join(self, location: str) -> URL:
+        """A Location header's URL, relative to this one (ValueError when unusable)."""
+        return URL.parse(urljoin(self.text, location))
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+_insecure: ssl.SSLContext | None = None
+
+
+def insecure_tls() -> ssl.SSLContext:
+    """TLS without verifying the peer (Go's InsecureSkipVerify): probes and hooks, which have no CA to trust."""
+    global _insecure
+    if _insecure is None:
+        _insecure = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        _insecure.check_hostname = False
+        _insecure.verify_mode = ssl.CERT_NONE
+    return _insecure
+
+
+async def connect(url: URL, tls: ssl.SSLContext) -> Connection:
+    """One new connection to the URL's host (`tls` for https); OSError (ssl.SSLError too) when refused."""
+    if not url.tls:
+        reader, writer = await asyncio.open_connection(url.host, url.port, limit=READ_SIZE)
+    else:
+        # No SNI for an address, as Go's TLS client.
+        reader, writer = await asyncio.open_connection(
+            url.host, url.port, ssl=tls, limit=READ_SIZE,
+            server_hostname="" if is_ip(url.host) else url.host)
+    return Connection(reader, writer)
 
 
 class ConnectFailed(ConnectionError):

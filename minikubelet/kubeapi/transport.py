@@ -27,6 +27,7 @@ MAX_IDLE = 8
 IDLE_TIMEOUT = 90.0  # Go's http.Transport IdleConnTimeout in client-go's default transport
 PIECE = 1 << 20  # decoded gzip output per step: a small compressed chunk cannot become one huge buffer
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+Headers = dict[str, str] | list[tuple[str, str]]  # a list when a name repeats
 
 
 @dataclass(frozen=True)
@@ -121,13 +122,13 @@ class Response:
 
 class Transport:
     def __init__(self, server: str, tls: ssl.SSLContext | None, *, tls_server_name: str = "",
-                 connect_timeout: float = 30.0) -> None:
+                 connect_timeout: float = 30.0, name: str = "API server") -> None:
         self.server = Server.parse(server)
         if self.server.tls and tls is None:
             raise ValueError(f"API server URL {server!r} is https but there is no TLS configuration")
         self.tls = tls if self.server.tls else None
         self.tls_server_name = tls_server_name or self.server.host
-        self.pool = ConnectionPool(self._open, f"API server {server}", connect_timeout, MAX_REQUESTS, MAX_IDLE,
+        self.pool = ConnectionPool(self._open, f"{name} {server}", connect_timeout, MAX_REQUESTS, MAX_IDLE,
                                    IDLE_TIMEOUT)
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -136,8 +137,8 @@ class Transport:
         return await asyncio.open_connection(self.server.host, self.server.port, ssl=self.tls,
                                              server_hostname=self.tls_server_name, limit=READ_SIZE)
 
-    def _request(self, method: str, target: str, headers: dict[str, str], body: bytes | None) -> h11.Request:
-        fields = [("Host", self.server.authority), *headers.items()]
+    def _request(self, method: str, target: str, headers: Headers, body: bytes | None) -> h11.Request:
+        fields = [("Host", self.server.authority), *(headers.items() if isinstance(headers, dict) else headers)]
         if body is not None or method in ("POST", "PUT", "PATCH"):
             fields.append(("Content-Length", str(len(body or b""))))
         return h11.Request(method=method, target=self.server.prefix + target, headers=fields)
@@ -165,7 +166,7 @@ class Transport:
         raise AssertionError("unreachable")
 
     @asynccontextmanager
-    async def stream(self, target: str, headers: dict[str, str], head_timeout: float) -> AsyncIterator[Response]:
+    async def stream(self, target: str, headers: Headers, head_timeout: float) -> AsyncIterator[Response]:
         """A GET whose answer is read as it comes (a watch), on a connection outside the request slots."""
         request = self._request("GET", target, headers, None)
         for fresh in (False, True):

@@ -28,7 +28,7 @@ class PodSources(Service):
                                       check_frequency=config.file_check_frequency, parser=parser)
         self.url: URLPodSource | None = None
         if config.static_pod_url:
-            # yarl and multidict (~2 MiB) only for an agent with a manifest URL.
+            # The manifest URL client only for an agent with a manifest URL.
             from minikubelet.sources.url import URLPodSource
 
             self.url = URLPodSource(config.static_pod_url, config.static_pod_url_header, node_name, clock, metrics,

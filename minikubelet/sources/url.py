@@ -11,25 +11,25 @@ Each failure, rejection and recovery is logged once per change.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import logging
 import ssl
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
+from urllib.parse import urlsplit
 
-from multidict import CIMultiDict
-from yarl import URL
+import h11
 
 from minikubelet.base import podview
 from minikubelet.base.bounded_reader import MAX_MANIFEST_BYTES
 from minikubelet.base.clock import Clock
+from minikubelet.base.http1 import URL, BodyTooLarge, insecure_tls
 from minikubelet.base.podview import Pod
+from minikubelet.kubeapi.transport import Transport
 from minikubelet.metrics import Metrics
 from minikubelet.sources.file import _cut, _summary, release_memory
 from minikubelet.sources.static_pod import CONFIG_SEEN_ANNOTATION, HTTP_SOURCE, ManifestError, StaticPod
-
-if TYPE_CHECKING:
-    import aiohttp
 
 log = logging.getLogger("minikubelet.static_pods")
 
@@ -39,8 +39,8 @@ CONNECT_TIMEOUT = 5.0
 MAX_REDIRECTS = 10  # Go's http.Client stops after 10
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 # Go's client drops these when a redirect leaves the host (and its subdomains).
-_SENSITIVE = ("Authorization", "Www-Authenticate", "Cookie", "Cookie2")
-_CHUNK = 64 << 10
+_SENSITIVE = frozenset({"authorization", "www-authenticate", "cookie", "cookie2"})
+GO_USER_AGENT = "Go-http-client/1.1"  # upstream's sourceURL sends Go's default
 
 
 class URLParser(Protocol):
@@ -59,10 +59,14 @@ class FetchError(Exception):
 def shown_url(url: str) -> str:
     """The URL for log lines: a password in it is hidden."""
     try:
-        parsed = URL(url)
+        parts = urlsplit(url)
+        password = parts.password
     except ValueError:
         return _cut(url)
-    return _cut(str(parsed.with_password("redacted")) if parsed.password else url)
+    if not password:
+        return _cut(url)
+    user, _, host = parts.netloc.rpartition("@")
+    return _cut(url.replace(parts.netloc, f"{user.partition(':')[0]}:redacted@{host}", 1))
 
 
 class URLPodSource:
@@ -76,7 +80,8 @@ class URLPodSource:
         self.parser = parser
         # Upstream's client is http.Client with the default transport: system CAs, verification on.
         self._tls = tls
-        self._headers = CIMultiDict((name, value) for name, values in headers.items() for value in values)
+        self._headers = [(name, value) for name, values in headers.items() for value in values]
+        self._transports: dict[str, Transport] = {}
         self._clock = clock
         self._metrics = metrics
         self._publish = publish
@@ -95,7 +100,7 @@ class URLPodSource:
             if not self._announced:
                 self._announced = True
                 log.info("watching manifest URL", extra={"kv": {
-                    "url": shown_url(self.url), "headers": ",".join(sorted(set(self._headers))) or "none",
+                    "url": shown_url(self.url), "headers": ",".join(sorted({name for name, _ in self._headers})) or "none",
                     "every": f"{self.check_frequency:g}s"}})
             try:
                 body = await self._fetch()
@@ -124,6 +129,7 @@ class URLPodSource:
                 await self._clock.sleep(self.check_frequency)
                 await self.sync()
         finally:
+            self._close_transports(keep="")
             await self.parser.close()
 
     async def _parse(self, body: bytes) -> tuple[str, str, str] | None:
@@ -184,58 +190,89 @@ class URLPodSource:
         self._problem = problem
 
     async def _fetch(self) -> bytes:
-        import aiohttp  # only an agent with a manifest URL needs the HTTP client
-
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout)
-        connector = aiohttp.TCPConnector(ssl=self._tls)
         try:
-            async with (asyncio.timeout(self._timeout),
-                        aiohttp.ClientSession(timeout=timeout, connector=connector,
-                                              cookie_jar=aiohttp.DummyCookieJar()) as session):
-                return await self._get(session)
+            async with asyncio.timeout(self._timeout):
+                return await self._get()
         except TimeoutError:
             raise FetchError(f"no complete answer within {self._timeout:g}s") from None
-        except aiohttp.ClientError as e:
+        except BodyTooLarge:
+            raise FetchError(f"the body is larger than {MAX_MANIFEST_BYTES} bytes", "too_large") from None
+        except (h11.ProtocolError, OSError) as e:  # ConnectFailed (refused, TLS not trusted) included
             raise FetchError(str(e) or type(e).__name__) from None
-        except ValueError as e:  # yarl refuses the URL itself (e.g. an unclosed IPv6 bracket)
+        except ValueError as e:  # the URL itself (e.g. an unclosed IPv6 bracket)
             raise FetchError(f"invalid URL: {e}") from None
+        finally:
+            self._close_transports(keep=self.url)
 
-    async def _get(self, session: aiohttp.ClientSession) -> bytes:
-        start = url = URL(self.url, encoded=True)
-        headers = CIMultiDict(self._headers)
-        for _ in range(MAX_REDIRECTS + 1):
-            async with session.get(url, headers=headers, allow_redirects=False) as resp:
-                location = resp.headers.get("Location")
+    async def _get(self) -> bytes:
+        start = url = URL.parse(self.url)
+        headers = list(self._headers)
+        for requests_made in range(1, MAX_REDIRECTS + 1):
+            transport = self._transport(url)
+            async with transport.stream(url.target, _fields(url, headers), self._timeout) as resp:
+                location = resp.header("location")
                 if resp.status in _REDIRECTS and location:
+                    if requests_made == MAX_REDIRECTS:
+                        break
                     url = _redirect_target(start, url, location, headers)
                     continue
                 if resp.status != 200:
-                    raise FetchError(f"{shown_url(str(url))}: {resp.status} {_cut(resp.reason or '', 80)}")
-                return await _read_body(resp)
+                    reason = resp.head.reason.decode("latin-1")
+                    raise FetchError(f"{shown_url(url.text)}: {resp.status} {_cut(reason, 80)}")
+                return await resp.read(MAX_MANIFEST_BYTES)
         raise FetchError(f"stopped after {MAX_REDIRECTS} redirects")
 
+    def _transport(self, url: URL) -> Transport:
+        """Connections kept per host between fetches, as Go's default transport keeps them (90 s idle)."""
+        key = f"{url.scheme}://{url.authority}"
+        transport = self._transports.get(key)
+        if transport is None:
+            tls: ssl.SSLContext | None = None
+            if url.tls and isinstance(self._tls, ssl.SSLContext):
+                tls = self._tls
+            elif url.tls:
+                tls = ssl.create_default_context() if self._tls else insecure_tls()
+            transport = Transport(key, tls, connect_timeout=self._connect_timeout, name="manifest URL")
+            self._transports[key] = transport
+        return transport
 
-def _redirect_target(start: URL, current: URL, location: str, headers: CIMultiDict[str]) -> URL:
+    def _close_transports(self, keep: str) -> None:
+        """Only the configured URL's host stays connected between fetches."""
+        try:
+            kept = URL.parse(keep)
+        except ValueError:
+            kept = None
+        for key in list(self._transports):
+            if kept is None or key != f"{kept.scheme}://{kept.authority}":
+                self._transports.pop(key).close()
+
+
+def _fields(url: URL, headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The configured headers and what Go's client adds: its User-Agent, gzip, Basic credentials of the URL.
+    A Host among the configured headers is not sent (Go writes Host from the URL only)."""
+    names = {name.lower() for name, _ in headers}
+    fields = [(name, value) for name, value in headers if name.lower() != "host"]
+    if "user-agent" not in names:
+        fields.append(("User-Agent", GO_USER_AGENT))
+    if "accept-encoding" not in names:
+        fields.append(("Accept-Encoding", "gzip"))
+    if url.username is not None and "authorization" not in names:
+        token = base64.b64encode(f"{url.username}:{url.password}".encode()).decode()
+        fields.append(("Authorization", f"Basic {token}"))
+    return fields
+
+
+def _redirect_target(start: URL, current: URL, location: str, headers: list[tuple[str, str]]) -> URL:
     try:
-        target = current.join(URL(location))
+        target = current.join(location)
     except ValueError:
+        scheme = location.partition(":")[0] if ":" in location else ""
+        if scheme and scheme.lower() not in ("http", "https") and scheme.isascii() and scheme.isalnum():
+            raise FetchError(f"redirect from {start.scheme} to {_cut(scheme.lower(), 16)} refused") from None
         raise FetchError(f"redirect to an invalid location {_cut(location, 80)!r}") from None
     if target.scheme != start.scheme:
         raise FetchError(f"redirect from {start.scheme} to {_cut(target.scheme, 16) or 'no scheme'} refused")
-    host, first = (target.host or "").lower(), (start.host or "").lower()
+    host, first = target.host.lower(), start.host.lower()
     if host != first and not host.endswith("." + first):
-        for name in _SENSITIVE:
-            headers.popall(name, None)
+        headers[:] = [(name, value) for name, value in headers if name.lower() not in _SENSITIVE]
     return target
-
-
-async def _read_body(resp: aiohttp.ClientResponse) -> bytes:
-    too_large = FetchError(f"the body is larger than {MAX_MANIFEST_BYTES} bytes", "too_large")
-    if resp.content_length is not None and resp.content_length > MAX_MANIFEST_BYTES:
-        raise too_large
-    body = bytearray()
-    async for chunk in resp.content.iter_chunked(_CHUNK):
-        body += chunk
-        if len(body) > MAX_MANIFEST_BYTES:
-            raise too_large
-    return bytes(body)

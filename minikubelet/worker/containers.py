@@ -19,7 +19,7 @@ from minikubelet.api.expansion import EnvSourceError, container_env
 from minikubelet.api.pod_objects import PodObjects, standalone
 from minikubelet.base.clock import Clock
 from minikubelet.base.durations import go_duration
-from minikubelet.base.podview import ContainerView, PodView
+from minikubelet.base.podview import ContainerView, Pod, PodView
 from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
@@ -236,7 +236,8 @@ class Containers:
             try:
                 await run_hook(dict(c.post_start), runtime=self._runtime, clock=self._clock, container_id=cid,
                                container=c, pod_ip=pod_ip, pod_desc=view.format_pod,
-                               sleep_cut=self._metrics.sleep_action_terminated_early.inc)
+                               sleep_cut=self._metrics.sleep_action_terminated_early.inc,
+                               http_fallback=self._http_fallback(pod))
             except HookError as e:
                 # upstream startContainer: the event and the waiting reason carry the hook's message, and the
                 # container is killed as any other (its preStop hook runs too)
@@ -247,6 +248,14 @@ class Containers:
                 return ""
         st.reasons.pop(name, None)
         return cid
+
+    def _http_fallback(self, pod: Pod) -> Callable[[str], None]:
+        def fell_back(host: str) -> None:
+            # upstream runHTTPHandler: counted, and a Warning on the pod (no container field path)
+            self._metrics.lifecycle_handler_http_fallbacks.inc()
+            self._recorder.pod_event(pod, "Warning", ev.LIFECYCLE_HTTP_FALLBACK, f"request to HTTPS lifecycle hook "
+                                     f"{host} got HTTP response, retry with HTTP succeeded")
+        return fell_back
 
     async def kill(
         self,
@@ -276,7 +285,8 @@ class Containers:
             hook = asyncio.create_task(run_hook(dict(pre_stop), runtime=self._runtime, clock=clock,
                                                 container_id=status.id, container=c, pod_ip=pod_ip,
                                                 pod_desc=view.format_pod,
-                                                sleep_cut=self._metrics.sleep_action_terminated_early.inc))
+                                                sleep_cut=self._metrics.sleep_action_terminated_early.inc,
+                                                http_fallback=self._http_fallback(pod)))
             remaining = max(end - clock.monotonic(), 0.0)
             sleeper = asyncio.create_task(clock.sleep(remaining))
             try:

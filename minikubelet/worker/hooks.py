@@ -34,9 +34,11 @@ async def run_hook(
     pod_ip: str,
     pod_desc: str,
     sleep_cut: Callable[[], None] = lambda: None,
+    http_fallback: Callable[[str], None] = lambda _host: None,
 ) -> None:
     """Run one handler; raises HookError with the kubelet's message on failure. `pod_desc`: format.Pod(pod).
-    `sleep_cut()`: a sleep hook was cancelled before its time was up."""
+    `sleep_cut()`: a sleep hook was cancelled before its time was up. `http_fallback(host:port)`: an HTTPS
+    httpGet hook got a plain HTTP answer and succeeded when sent again over HTTP."""
     name = go_quote(container.name)
     where = f"for Container {name} in Pod {go_quote(pod_desc)}"
     if isinstance(handler.get("exec"), dict):
@@ -55,17 +57,25 @@ async def run_hook(
         except PortError as e:
             raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
         host = str(hg.get("host") or pod_ip)
-        scheme = str(hg.get("scheme") or "HTTP").lower()
-        url = f"{scheme}://{join_host_port(host, port)}{path if path.startswith('/') else '/' + path}"
-        headers = {str(h.get("name")): str(h.get("value")) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)}
-        import aiohttp  # only a pod with an httpGet hook needs the HTTP client
+        headers = [(str(h.get("name")), str(h.get("value"))) for h in hg.get("httpHeaders") or [] if isinstance(h, dict)]
+        # The prober's client (upstream: httpprobe.NewRequestForHTTPGetAction with the "lifecycle" agent).
+        from probes.http import HOOK_USER_AGENT, Client, RequestError, SchemeMismatch, probe_headers, probe_url
 
+        request_headers = probe_headers(headers, HOOK_USER_AGENT)
         try:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=HTTP_HOOK_TIMEOUT)
-            async with aiohttp.ClientSession(timeout=timeout) as s, s.get(url, headers=headers, ssl=False) as r:
-                await r.content.read(10 * 1024)
-        except (aiohttp.ClientError, TimeoutError, OSError) as e:
-            raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e or type(e).__name__}") from e
+            url = probe_url(str(hg.get("scheme") or "HTTP"), host, port, path)
+            await Client(keep_alive=True, connect_timeout=HTTP_HOOK_TIMEOUT).get(url, request_headers)
+        except SchemeMismatch as e:
+            # upstream runHTTPHandler: an HTTPS hook answered in plain HTTP is sent again over HTTP, without
+            # Authorization; if that fails the first error stands.
+            try:
+                await Client(keep_alive=True, connect_timeout=HTTP_HOOK_TIMEOUT).get(
+                    probe_url("HTTP", host, port, path), request_headers.without("Authorization"))
+            except RequestError:
+                raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
+            http_fallback(join_host_port(host, port))
+        except (RequestError, ValueError) as e:
+            raise HookError(f"HTTP lifecycle hook ({path}) {where} failed - error: {e}") from e
         return
     if isinstance(handler.get("sleep"), dict):
         seconds = handler["sleep"].get("seconds", 0)

@@ -85,8 +85,8 @@ def test_a_standalone_run_loads_no_optional_heavy_library() -> None:
 
 
 def test_the_standalone_agent_loads_no_aiohttp() -> None:
-    """aiohttp (+aiohttp.web, yarl, multidict) and aiodocker cost ~15 MiB resident. The Docker Engine client and the
-    plain-HTTP ports run on h11; httpGet probes and hooks, the manifest URL source and the join load aiohttp when used. The agent, the CLI's `run` path and the Docker runtime load none of it."""
+    """aiohttp (+aiohttp.web, yarl, multidict) and aiodocker cost ~15 MiB resident and are test dependencies only:
+    every HTTP client and port of the agent runs on h11 (tests/unit/probes/test_no_aiohttp.py runs the clients)."""
     code = (
         "import json, sys\n"
         "from minikubelet.cli import main\n"

@@ -228,3 +228,71 @@ async def test_https_without_certificate_verification(self_signed: ssl.SSLContex
         assert plain.result is Result.FAILURE
     finally:
         await runner.cleanup()
+
+
+async def test_request_is_upstreams_wire_form(server: Server) -> None:
+    """Go's http.Header canonical names, `Connection: close` (DisableKeepAlives), no Accept-Encoding
+    (DisableCompression), an empty User-Agent sends none."""
+    headers = probe_headers(spec_headers({"name": "x-custom-header", "value": "v"}, {"name": "User-Agent", "value": ""}))
+    await probe_http(url(server, "/status/200"), headers, 1)
+    raw = {name.decode(): value.decode() for name, value in server.requests[0].raw_headers}
+    assert raw["X-Custom-Header"] == "v"
+    assert raw["Connection"] == "close"
+    assert "User-Agent" not in raw and "Accept-Encoding" not in raw
+
+
+async def test_a_followed_redirect_sends_the_previous_url_as_referer(server: Server) -> None:
+    await probe_http(url(server, "/redirect?to=/status/200"), probe_headers([]), 1)
+    assert "referer" not in server.headers[0]
+    assert server.headers[1]["referer"] == [f"http://127.0.0.1:{server.port}/redirect?to=/status/200"]
+
+
+async def test_an_absolute_redirect_on_the_same_host_drops_the_custom_host(server: Server) -> None:
+    headers = probe_headers(spec_headers({"name": "Host", "value": "example.test"}))
+    target = f"http://127.0.0.1:{server.port}/status/200"
+    outcome = await probe_http(url(server, f"/redirect?to={target}"), headers, 1)
+    assert outcome.result is Result.SUCCESS
+    assert [h["host"] for h in server.headers] == [["example.test"], [f"127.0.0.1:{server.port}"]]
+
+
+async def test_a_location_that_is_no_url_fails_the_probe(server: Server) -> None:
+    outcome = await probe_http(url(server, "/redirect?to=http://[::1/x"), probe_headers([]), 1)
+    assert outcome.result is Result.FAILURE
+    assert outcome.output.startswith(f'Get "http://127.0.0.1:{server.port}/redirect?to=http://[::1/x": '
+                                     'failed to parse Location header "http://[::1/x"')
+
+
+async def test_a_header_value_no_request_can_carry_fails_the_probe(server: Server) -> None:
+    outcome = await probe_http(url(server, "/status/200"), probe_headers([("X-Bad", "a\r\nInjected: 1")]), 1)
+    assert outcome.result is Result.FAILURE
+    assert "invalid header" in outcome.output
+    assert server.requests == []
+
+
+async def test_a_timeout_after_a_redirect_names_the_url_then_requested(server: Server) -> None:
+    outcome = await probe_http(url(server, "/redirect?to=/slow"), probe_headers([]), 0.3)
+    assert outcome.result is Result.FAILURE
+    assert outcome.output.startswith(f'Get "http://127.0.0.1:{server.port}/slow": context deadline exceeded')
+
+
+async def test_an_ipv6_literal_host() -> None:
+    srv = Server()
+    runner = web.AppRunner(_app(srv))
+    await runner.setup()
+    site = web.TCPSite(runner, "::1", 0)
+    await site.start()
+    srv.port = runner.addresses[0][1]
+    try:
+        outcome = await probe_http(url(srv, "/status/200", host="::1"), probe_headers([]), 1)
+        assert outcome.result is Result.SUCCESS and outcome.output == "status 200"
+        assert srv.headers[0]["host"] == [f"[::1]:{srv.port}"]
+        refused = await probe_http(probe_url("HTTP", "::1", _free_port(), "/"), probe_headers([]), 1)
+        assert refused.output.startswith('Get "http://[::1]:') and "connect: connection refused" in refused.output
+    finally:
+        await runner.cleanup()
+
+
+async def test_https_to_a_plain_http_server_is_gos_scheme_mismatch(server: Server) -> None:
+    outcome = await probe_http(url(server, "/status/200", scheme="HTTPS"), probe_headers([]), 2)
+    assert outcome.result is Result.FAILURE
+    assert outcome.output == f'Get "https://127.0.0.1:{server.port}/status/200": http: server gave HTTP response to HTTPS client'

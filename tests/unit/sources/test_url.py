@@ -199,6 +199,31 @@ async def test_headers_from_the_config_are_sent(server: Server) -> None:
     assert sent["accept"] == ["application/json", "text/yaml"]
 
 
+async def test_the_request_is_gos_default_client(server: Server) -> None:
+    """upstream's sourceURL is an http.Client on Go's default transport: its User-Agent, gzip asked for, the URL's
+    user information as Basic credentials, a configured Host not sent (Go takes Host from the URL)."""
+    h = Harness(server, url=f"http://u:p%40ss@127.0.0.1:{server.port}/pods", headers={"Host": ["elsewhere"]})
+    assert await h.names() == ["web-n1"]
+    sent = server.requests[-1]
+    assert sent["user-agent"] == ["Go-http-client/1.1"]
+    assert sent["accept-encoding"] == ["gzip"]
+    assert sent["authorization"] == ["Basic dTpwQHNz"]  # u:p@ss
+    assert sent["host"] == [f"127.0.0.1:{server.port}"]
+
+
+async def test_the_connection_is_kept_between_fetches(server: Server) -> None:
+    peers: list[object] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        return web.Response(text=json.dumps(pod("web")))
+    server.handler = answer
+    h = Harness(server)
+    for _ in range(3):
+        assert await h.names() == ["web-n1"]
+    assert len(peers) == 3 and len(set(peers)) == 1  # one client socket, as Go's keep-alive transport
+
+
 async def test_a_yaml_pod_list_gives_every_pod(server: Server) -> None:
     server.serve(pod_list(pod("a"), {"metadata": {"name": "b", "namespace": "x"},
                                      "spec": {"containers": [{"name": "c", "image": "busybox"}]}}), as_yaml=True)
@@ -394,7 +419,7 @@ async def test_redirect_loops_stop(server: Server, caplog: pytest.LogCaptureFixt
     server.handler = _redirect("/pods")
     h = Harness(server)
     assert await h.names() == []
-    assert len(server.requests) == 11
+    assert len(server.requests) == 10  # Go's client: the 10th redirect is not followed
     assert "stopped after 10 redirects" in _lines(caplog)[0]
 
 

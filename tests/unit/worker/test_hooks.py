@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -66,6 +67,117 @@ async def test_http_hook_failure_names_the_container_and_pod() -> None:
                        container_id="c", container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1", pod_desc="p_default(u)")
     assert str(err.value).startswith('HTTP lifecycle hook (/x) for Container "app" in Pod "p_default(u)" failed - error: ')
     assert "nope" in str(err.value)
+
+
+async def _raw_server(answers: list[bytes]) -> tuple[asyncio.Server, list[bytes]]:
+    """A loopback server answering each connection with the next of `answers`, recording the request heads."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        heads.append(await reader.readuntil(b"\r\n\r\n"))
+        writer.write(answers[min(len(heads), len(answers)) - 1])
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0), heads
+
+
+async def _hook(port: int, path: str = "/stop") -> None:
+    await run_hook({"httpGet": {"path": path, "port": port}}, runtime=cast(Runtime, None), clock=FakeClock(),
+                   container_id="c", container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1",
+                   pod_desc="p_default(u)")
+
+
+async def test_http_hook_sends_upstreams_lifecycle_request() -> None:
+    """upstream NewRequestForHTTPGetAction(..., "lifecycle") on a plain http.Transport: User-Agent
+    kube-lifecycle/<version>, Accept */*, gzip asked for (compression is not disabled), no Connection: close."""
+    server, heads = await _raw_server([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"])
+    async with server:
+        await _hook(server.sockets[0].getsockname()[1])
+    lines = heads[0].decode().split("\r\n")
+    assert lines[0] == "GET /stop HTTP/1.1"
+    assert {"User-Agent: kube-lifecycle/1.36", "Accept: */*", "Accept-Encoding: gzip"} <= set(lines)
+    assert not any(line.lower().startswith("connection:") for line in lines)
+
+
+async def test_http_hook_follows_same_host_redirects_and_stops_at_another_host() -> None:
+    """upstream's hook client has RedirectChecker(false): the same host is followed, another host's redirect is
+    the answer (a success: a hook fails only when the request does)."""
+    server, heads = await _raw_server([
+        b"HTTP/1.1 302 Found\r\nLocation: /next\r\nContent-Length: 0\r\n\r\n",
+        b"HTTP/1.1 302 Found\r\nLocation: http://localhost:1/elsewhere\r\nContent-Length: 0\r\n\r\n",
+    ])
+    async with server:
+        await _hook(server.sockets[0].getsockname()[1])
+    assert [h.split(b" ")[1] for h in heads] == [b"/stop", b"/next"]
+
+
+async def test_http_hook_redirect_loop_fails_after_ten_requests() -> None:
+    server, heads = await _raw_server([b"HTTP/1.1 302 Found\r\nLocation: /again\r\nContent-Length: 0\r\n\r\n"])
+    async with server:
+        with pytest.raises(HookError) as err:
+            await _hook(server.sockets[0].getsockname()[1])
+    assert len(heads) == 10
+    assert str(err.value).endswith('failed - error: Get "/again": stopped after 10 redirects')
+
+
+async def test_http_hook_to_a_closed_port_fails_with_the_dial_error() -> None:
+    server, _ = await _raw_server([b""])
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(HookError) as err:
+        await _hook(port)
+    assert str(err.value).endswith(f'failed - error: Get "http://127.0.0.1:{port}/stop": dial tcp 127.0.0.1:{port}: '
+                                   "connect: connection refused")
+
+
+async def _plain_server(tls_answer: bytes) -> tuple[asyncio.Server, list[bytes]]:
+    """Plain HTTP on loopback: a TLS hello (first byte 0x16) gets `tls_answer`, an HTTP request a 200."""
+    heads: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        first = await reader.read(1)
+        if first == b"\x16":
+            writer.write(tls_answer)
+        else:
+            heads.append(first + await reader.readuntil(b"\r\n\r\n"))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(serve, "127.0.0.1", 0), heads
+
+
+async def _https_hook(port: int, fallbacks: list[str]) -> None:
+    handler = {"httpGet": {"path": "/stop", "port": port, "scheme": "HTTPS", "httpHeaders": [
+        {"name": "Authorization", "value": "Bearer t"}, {"name": "X-Other", "value": "kept"}]}}
+    await run_hook(handler, runtime=cast(Runtime, None), clock=FakeClock(), container_id="c",
+                   container=ContainerView.of({"name": "app"}), pod_ip="127.0.0.1", pod_desc="p_default(u)",
+                   http_fallback=fallbacks.append)
+
+
+async def test_https_hook_answered_in_plain_http_is_sent_again_over_http_without_authorization() -> None:
+    """upstream runHTTPHandler: "server gave HTTP response to HTTPS client" -> the same request over HTTP, minus
+    Authorization; its success is reported (the LifecycleHTTPFallback event and counter)."""
+    server, heads = await _plain_server(b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+    port = server.sockets[0].getsockname()[1]
+    fallbacks: list[str] = []
+    async with server:
+        await _https_hook(port, fallbacks)
+    assert fallbacks == [f"127.0.0.1:{port}"]
+    (head,) = heads
+    assert head.startswith(b"GET /stop HTTP/1.1") and b"X-Other: kept" in head and b"Authorization" not in head
+
+
+async def test_https_hook_to_a_server_speaking_neither_fails_without_a_retry() -> None:
+    server, heads = await _plain_server(b"SSH-2.0-not-tls\r\n")
+    fallbacks: list[str] = []
+    async with server:
+        with pytest.raises(HookError) as err:
+            await _https_hook(server.sockets[0].getsockname()[1], fallbacks)
+    assert fallbacks == [] and heads == []
+    assert "server gave HTTP response" not in str(err.value)
 
 
 class _ExecOnly:

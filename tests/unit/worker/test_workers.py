@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -347,3 +348,31 @@ async def test_runtime_events_of_what_the_last_sync_saw_start_no_sync(node: Fake
     assert relists() == 3  # the exit's sync and its look after the restart; the restart's events add none
     assert node.container_state("app")["lastState"]["terminated"]["exitCode"] == 1
     assert sum(1 for c in node.runtime.calls if c.op == "start_container") == 2  # restarted at once
+
+
+async def test_an_https_post_start_hook_answered_in_http_falls_back_with_an_event(node: FakeNode) -> None:
+    """upstream runHTTPHandler: the retry over HTTP that succeeds is a LifecycleHTTPFallback Warning on the pod and
+    counts in kubelet_lifecycle_handler_http_fallbacks_total; the container starts."""
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if await reader.read(1) == b"\x16":
+            writer.write(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+        else:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 204 No Content\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    hooks = {"postStart": {"httpGet": {"host": "127.0.0.1", "port": port, "scheme": "HTTPS", "path": "/up"}}}
+    async with server:
+        node.config.set_source_pods("file", [make_pod(containers=[{"name": "app", "image": IMAGE, "lifecycle": hooks}])])
+        for _ in range(100):
+            await node.settle()
+            if any(r == "LifecycleHTTPFallback" for r, _ in node.events()):
+                break
+            await asyncio.sleep(0.02)
+    assert ("LifecycleHTTPFallback", f"request to HTTPS lifecycle hook 127.0.0.1:{port} got HTTP response, "
+            "retry with HTTP succeeded") in node.events()
+    assert node.metrics.registry.get_sample_value("kubelet_lifecycle_handler_http_fallbacks_total") == 1
+    assert not any(r == "FailedPostStartHook" for r, _ in node.events())
