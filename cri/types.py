@@ -241,9 +241,15 @@ class ObjectSummary:
 
     id: str
     pod_uid: str
-    state: str  # the runtime's own short state word, compared only for equality
+    # the runtime's own short state word, compared for equality; every runtime says "running" only for a running
+    # container and a ready sandbox (Docker's paused or restarting ones have other words)
+    state: str
     is_sandbox: bool
     labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
 
 
 @dataclass(frozen=True)

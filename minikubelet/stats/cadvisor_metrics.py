@@ -166,7 +166,7 @@ def families(snap: Snapshot) -> list[Family]:
 
 
 def _cgroup(f: dict[str, Family], s: _Series, devices: dict[tuple[int, int], str]) -> None:
-    labels, sample, ms = s.labels(), s.m.sample, int(s.m.time * 1000)
+    labels, sample, ms = s.labels(), s.m.full, int(s.m.time * 1000)
     f["container_cpu_usage_seconds_total"].add([*labels, ("cpu", "total")], sample.cpu_usage_ns / 1e9, ms)
     f["container_cpu_user_seconds_total"].add(labels, sample.cpu_user_ns / 1e9, ms)
     f["container_cpu_system_seconds_total"].add(labels, sample.cpu_system_ns / 1e9, ms)

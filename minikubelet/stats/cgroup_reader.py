@@ -8,7 +8,7 @@ memory.stat is hierarchical already.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cgroups.driver import read_flat_keyed, read_text
@@ -173,16 +173,16 @@ def _read_psi(path: Path) -> PSI | None:
         return None
 
 
-def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
+def read_v1(dirs: Mapping[str, str | Path], *, extras: bool = True) -> CgroupSample | None:
     """A cgroup on v1: `dirs` maps a controller (cpuacct, memory, pids) to the cgroup's directory in it.
 
-    None when the cgroup is gone (its cpuacct directory does not exist).
+    None when the cgroup is gone (its cpuacct directory does not exist). `extras=False` reads only the files the
+    Summary, /metrics/resource and eviction use (6 of 20); `v1_extras` adds the rest.
     """
     cpuacct = dirs["cpuacct"]
     usage = _read_int(f"{cpuacct}/cpuacct.usage")
     if usage is None:
         return None
-    ticks = read_flat_keyed(f"{cpuacct}/cpuacct.stat")
     memory = dirs["memory"]
     stat = read_flat_keyed(f"{memory}/memory.stat")
     mem_usage = _read_int(f"{memory}/memory.usage_in_bytes") or 0
@@ -190,6 +190,32 @@ def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
     memsw = _read_int(f"{memory}/memory.memsw.usage_in_bytes")
     pids_dir = dirs.get("pids")
     pids = _read_int(f"{pids_dir}/pids.current") if pids_dir is not None else None
+    sample = CgroupSample(
+        cpu_usage_ns=usage,
+        memory_usage=mem_usage,
+        memory_working_set=max(0, mem_usage - stat.get("total_inactive_file", 0)),
+        memory_rss=stat.get("total_rss", 0),
+        memory_cache=stat.get("total_cache", 0),
+        memory_mapped_file=stat.get("total_mapped_file", 0),
+        page_faults=stat.get("total_pgfault", 0),
+        major_page_faults=stat.get("total_pgmajfault", 0),
+        memory_limit=None if limit is None or limit >= V1_UNLIMITED else limit,
+        swap_usage=max(0, memsw - mem_usage) if memsw is not None else 0,
+        pids=pids or 0,
+        active_file=stat.get("total_active_file", 0),
+        inactive_file=stat.get("total_inactive_file", 0),
+        local_page_faults=stat.get("pgfault", 0),
+        local_major_page_faults=stat.get("pgmajfault", 0),
+    )
+    return v1_extras(dirs, sample) if extras else sample
+
+
+def v1_extras(dirs: Mapping[str, str | Path], sample: CgroupSample) -> CgroupSample:
+    """`sample` (read with extras=False) with the files only /metrics/cadvisor shows: CPU user/system ticks, the
+    configured limits, failcnt, peak and kernel memory, OOM kills, pids.max, CFS throttling and blkio."""
+    cpuacct, memory = dirs["cpuacct"], dirs["memory"]
+    ticks = read_flat_keyed(f"{cpuacct}/cpuacct.stat")
+    pids_dir = dirs.get("pids")
     threads_max = _read_int(f"{pids_dir}/pids.max") if pids_dir is not None else None
     oom = read_flat_keyed(f"{memory}/memory.oom_control")
     spec = None
@@ -207,27 +233,13 @@ def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
     blkio = dirs.get("blkio")
     io = parse_blkio(_read_optional_text(f"{blkio}/blkio.throttle.io_serviced"),
                      _read_optional_text(f"{blkio}/blkio.throttle.io_service_bytes")) if blkio is not None else ()
-    return CgroupSample(
-        cpu_usage_ns=usage,
+    return replace(
+        sample,
         cpu_user_ns=ticks.get("user", 0) * (1_000_000_000 // USER_HZ),
         cpu_system_ns=ticks.get("system", 0) * (1_000_000_000 // USER_HZ),
-        memory_usage=mem_usage,
-        memory_working_set=max(0, mem_usage - stat.get("total_inactive_file", 0)),
-        memory_rss=stat.get("total_rss", 0),
-        memory_cache=stat.get("total_cache", 0),
-        memory_mapped_file=stat.get("total_mapped_file", 0),
-        page_faults=stat.get("total_pgfault", 0),
-        major_page_faults=stat.get("total_pgmajfault", 0),
-        memory_limit=None if limit is None or limit >= V1_UNLIMITED else limit,
-        swap_usage=max(0, memsw - mem_usage) if memsw is not None else 0,
-        pids=pids or 0,
         memory_failcnt=_read_int(f"{memory}/memory.failcnt") or 0,
         memory_max_usage=_read_int(f"{memory}/memory.max_usage_in_bytes") or 0,
         memory_kernel=_read_int(f"{memory}/memory.kmem.usage_in_bytes") or 0,
-        active_file=stat.get("total_active_file", 0),
-        inactive_file=stat.get("total_inactive_file", 0),
-        local_page_faults=stat.get("pgfault", 0),
-        local_major_page_faults=stat.get("pgmajfault", 0),
         oom_kills=oom.get("oom_kill", 0),
         threads_max=threads_max or 0,
         cfs_periods=cfs.get("nr_periods", 0),
@@ -238,9 +250,11 @@ def read_v1(dirs: Mapping[str, str | Path]) -> CgroupSample | None:
     )
 
 
-def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None = None) -> CgroupSample | None:
+def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None = None,
+            extras: bool = True) -> CgroupSample | None:
     """A cgroup on v2. The root cgroup has no memory.current: its usage comes from /proc/meminfo
-    (MemTotal − MemFree, as cAdvisor does), passed in as `meminfo` (kB values already in bytes)."""
+    (MemTotal − MemFree, as cAdvisor does), passed in as `meminfo` (kB values already in bytes). `extras=False`
+    reads only what the Summary, /metrics/resource and eviction use; `v2_extras` adds the rest."""
     cpu = read_flat_keyed(path / "cpu.stat")
     if "usage_usec" not in cpu:
         return None
@@ -249,21 +263,7 @@ def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None
         mem_usage = meminfo.get("MemTotal", 0) - meminfo.get("MemFree", 0)
     else:
         mem_usage = _read_int(path / "memory.current") or 0
-    events = read_flat_keyed(path / "memory.events")
-    period, quota = 100000, 0
-    cpu_max = _read_optional_text(path / "cpu.max").split()
-    if len(cpu_max) == 2:
-        quota = 0 if cpu_max[0] == "max" else int(cpu_max[0])
-        period = int(cpu_max[1])
-    weight = _read_int(path / "cpu.weight")
-    spec = CgroupSpec(
-        cpu_period=period, cpu_quota=quota,
-        # the root cgroup has no cpu.weight: cAdvisor reports the default shares, 1024
-        cpu_shares=cpu_weight_to_shares(weight) if weight is not None else 1024,
-        memory_reservation=_unlimited_as_zero(_read_int(path / "memory.min")),
-        memory_swap_limit=_unlimited_as_zero(_read_int(path / "memory.swap.max")),
-    )
-    return CgroupSample(
+    sample = CgroupSample(
         cpu_usage_ns=cpu["usage_usec"] * 1000,
         cpu_user_ns=cpu.get("user_usec", 0) * 1000,
         cpu_system_ns=cpu.get("system_usec", 0) * 1000,
@@ -280,17 +280,40 @@ def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None
         cpu_psi=_read_psi(path / "cpu.pressure"),
         memory_psi=_read_psi(path / "memory.pressure"),
         io_psi=_read_psi(path / "io.pressure"),
-        memory_max_usage=_read_int(path / "memory.peak") or 0,
         memory_kernel=stat.get("kernel", 0),
         active_file=stat.get("active_file", 0),
         inactive_file=stat.get("inactive_file", 0),
         local_page_faults=stat.get("pgfault", 0),
         local_major_page_faults=stat.get("pgmajfault", 0),
-        oom_kills=events.get("oom_kill", 0),
-        threads_max=_read_int(path / "pids.max") or 0,
         cfs_periods=cpu.get("nr_periods", 0),
         cfs_throttled_periods=cpu.get("nr_throttled", 0),
         cfs_throttled_ns=cpu.get("throttled_usec", 0) * 1000,
+    )
+    return v2_extras(path, sample) if extras else sample
+
+
+def v2_extras(path: Path, sample: CgroupSample) -> CgroupSample:
+    """`sample` (read with extras=False) with the files only /metrics/cadvisor shows: the configured limits, the
+    memory peak, OOM kills, pids.max and io.stat."""
+    events = read_flat_keyed(path / "memory.events")
+    period, quota = 100000, 0
+    cpu_max = _read_optional_text(path / "cpu.max").split()
+    if len(cpu_max) == 2:
+        quota = 0 if cpu_max[0] == "max" else int(cpu_max[0])
+        period = int(cpu_max[1])
+    weight = _read_int(path / "cpu.weight")
+    spec = CgroupSpec(
+        cpu_period=period, cpu_quota=quota,
+        # the root cgroup has no cpu.weight: cAdvisor reports the default shares, 1024
+        cpu_shares=cpu_weight_to_shares(weight) if weight is not None else 1024,
+        memory_reservation=_unlimited_as_zero(_read_int(path / "memory.min")),
+        memory_swap_limit=_unlimited_as_zero(_read_int(path / "memory.swap.max")),
+    )
+    return replace(
+        sample,
+        memory_max_usage=_read_int(path / "memory.peak") or 0,
+        oom_kills=events.get("oom_kill", 0),
+        threads_max=_read_int(path / "pids.max") or 0,
         spec=spec,
         io=parse_io_stat(_read_optional_text(path / "io.stat")),
     )

@@ -28,7 +28,15 @@ from cri.runtime import Runtime
 from cri.types import ContainerState, ContainerStats, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
 from minikubelet.base.clock import Clock
 from minikubelet.metrics import Metrics
-from minikubelet.stats.cgroup_reader import CgroupSample, parse_meminfo, read_v1, read_v2, usage_nano_cores
+from minikubelet.stats.cgroup_reader import (
+    CgroupSample,
+    parse_meminfo,
+    read_v1,
+    read_v2,
+    usage_nano_cores,
+    v1_extras,
+    v2_extras,
+)
 from minikubelet.stats.diskstats import DiskStats, block_devices, device_name, parse_diskstats
 from minikubelet.stats.fs import DirUsage, DirWalk, FsCapacity, capacity
 from minikubelet.stats.interfaces import InterfaceSample
@@ -84,15 +92,26 @@ class CgroupFiles:
             raise ValueError(f"invalid cgroup path {literal!r}")
         return parts
 
-    def sample(self, literal: str) -> CgroupSample | None:
+    def sample(self, literal: str, *, extras: bool = True) -> CgroupSample | None:
+        """`extras=False`: only the files a pass's readers use; `extras()` adds the ones /metrics/cadvisor shows."""
         parts = self._parts(literal)
         if self.v1 is not None:
-            tail = "".join(f"/{p}" for p in parts)
-            return read_v1({c: f"{root}{tail}" for c, root in self._v1_roots.items()})
+            return read_v1(self._v1_dirs(parts), extras=extras)
         assert self.v2 is not None
         if not parts:
-            return read_v2(self.v2, root=True, meminfo=self.meminfo())
-        return read_v2(self.v2.joinpath(*parts))
+            return read_v2(self.v2, root=True, meminfo=self.meminfo(), extras=extras)
+        return read_v2(self.v2.joinpath(*parts), extras=extras)
+
+    def extras(self, literal: str, sample: CgroupSample) -> CgroupSample:
+        parts = self._parts(literal)
+        if self.v1 is not None:
+            return v1_extras(self._v1_dirs(parts), sample)
+        assert self.v2 is not None
+        return v2_extras(self.v2.joinpath(*parts), sample)
+
+    def _v1_dirs(self, parts: list[str]) -> dict[str, str]:
+        tail = "".join(f"/{p}" for p in parts)
+        return {c: f"{root}{tail}" for c, root in self._v1_roots.items()}
 
     def procs(self, literal: str, first_pid: int = 0) -> ProcessStats | None:
         """The cgroup's own processes (v1: in the cpu hierarchy, as cAdvisor reads them)."""
@@ -256,7 +275,7 @@ class StatsProvider:
         if self.files is None:
             return None
         try:
-            sample = self.files.sample(literal)
+            sample = self.files.sample(literal, extras=False)
         except (OSError, ValueError) as e:
             errors.append(f"{literal}: {e}")
             return None
@@ -268,10 +287,17 @@ class StatsProvider:
         if prev is not None:
             rate = usage_nano_cores(prev[1], prev[0], sample.cpu_usage_ns, mono)
         self._previous[literal] = (mono, sample.cpu_usage_ns)
-        if any((io.major, io.minor) not in self._block_devices for io in sample.io):
-            self._block_devices = block_devices()
         return Measured(id=literal, time=now, sample=sample, nano_cores=rate,
-                        read_procs=functools.partial(self.files.procs, literal, first_pid))
+                        read_procs=functools.partial(self.files.procs, literal, first_pid),
+                        read_extras=functools.partial(self._extras, literal))
+
+    def _extras(self, literal: str, sample: CgroupSample) -> CgroupSample:
+        assert self.files is not None
+        full = self.files.extras(literal, sample)
+        if any((io.major, io.minor) not in self._block_devices for io in full.io):
+            # in place: the snapshots' NodeEntry holds this table, and a render looks its devices up there
+            self._block_devices.update(block_devices())
+        return full
 
     async def _writable_layers(self) -> dict[str, Fs]:
         if self._cri_stats is None:

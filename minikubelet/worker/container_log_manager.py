@@ -25,7 +25,6 @@ from typing import Protocol, runtime_checkable
 
 from cri.errors import RuntimeError_
 from cri.runtime import Runtime
-from cri.types import ContainerState
 from minikubelet.base.clock import Clock
 
 log = logging.getLogger("minikubelet.worker.container_log_manager")
@@ -116,9 +115,11 @@ class ContainerLogManager:
                 await self._clock.sleep(self.monitor_interval)
 
     async def queue_running(self) -> None:
-        """One monitoring pass: every running container, once (a container already waiting is not queued twice)."""
-        for c in await self._runtime.list_containers():
-            if c.state is ContainerState.RUNNING and c.id not in self._queued:
+        """One monitoring pass: every running container, once (a container already waiting is not queued twice).
+        The cheap listing, as upstream's ListContainers: each worker reads the status it needs itself, and
+        `list_containers` would read every container's status a second time."""
+        for c in await self._runtime.list_summaries():
+            if not c.is_sandbox and c.running and c.id not in self._queued:
                 self._queued.add(c.id)
                 self._queue.put_nowait(c.id)
 

@@ -86,8 +86,14 @@ class ContainerGC:
                 log.warning("container garbage collection failed", extra={"kv": {"err": str(e)}})
 
     async def collect(self) -> None:
-        await self._evict_containers()
-        await self._evict_sandboxes()
+        # Both evictions pass over running containers and ready sandboxes, and their listings inspect every object
+        # (Docker: one request each, ~300 a minute with 100 pods): a cheap listing first skips each one that
+        # would find nothing to remove.
+        summaries = await self._runtime.list_summaries()
+        if any(not s.running for s in summaries if not s.is_sandbox):
+            await self._evict_containers()
+        if any(not s.running for s in summaries if s.is_sandbox):
+            await self._evict_sandboxes()
         await self._evict_logs()
 
     async def _evict_containers(self) -> None:

@@ -8,6 +8,10 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
+import cgroups.driver
+import minikubelet.stats.cgroup_reader
 from minikubelet.stats.cgroup_reader import (
     V1_UNLIMITED,
     CgroupSpec,
@@ -17,6 +21,8 @@ from minikubelet.stats.cgroup_reader import (
     parse_io_stat,
     read_v1,
     read_v2,
+    v1_extras,
+    v2_extras,
 )
 from minikubelet.stats.diskstats import DiskStats, block_devices, parse_diskstats
 from minikubelet.stats.machine import os_pretty_name, read_machine_info, topology
@@ -99,6 +105,81 @@ def test_v1_limits_counters_and_blkio(tmp_path: Path) -> None:
     assert s.spec == CgroupSpec(cpu_period=100000, cpu_quota=0, cpu_shares=512, memory_reservation=0,
                                 memory_swap_limit=33554432)
     assert s.io == (DeviceIo(8, 0, 7, 3, 28672, 12288),)
+
+
+def _v1_full(tmp_path: Path) -> dict[str, Path]:
+    c = "kubepods/burstable/pod1/abc"
+    return {
+        "cpuacct": _write(tmp_path / "cpuacct" / c, {"cpuacct.usage": "5\n", "cpuacct.stat": "user 1\nsystem 2\n"}),
+        "cpu": _write(tmp_path / "cpu" / c, {"cpu.cfs_period_us": "100000\n", "cpu.cfs_quota_us": "50000\n",
+                                             "cpu.shares": "512\n",
+                                             "cpu.stat": "nr_periods 9\nnr_throttled 2\nthrottled_time 77\n"}),
+        "memory": _write(tmp_path / "memory" / c, {
+            "memory.usage_in_bytes": "8192\n", "memory.limit_in_bytes": "16777216\n",
+            "memory.memsw.usage_in_bytes": "9216\n",
+            "memory.stat": "pgfault 4\ntotal_pgfault 40\ntotal_rss 4096\ntotal_inactive_file 256\n",
+            "memory.failcnt": "17\n", "memory.max_usage_in_bytes": "16777216\n", "memory.kmem.usage_in_bytes": "640\n",
+            "memory.soft_limit_in_bytes": "1048576\n", "memory.memsw.limit_in_bytes": "33554432\n",
+            "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n"}),
+        "pids": _write(tmp_path / "pids" / c, {"pids.current": "2\n", "pids.max": "10\n"}),
+        "blkio": _write(tmp_path / "blkio" / c, {"blkio.throttle.io_serviced": V1_SERVICED,
+                                                 "blkio.throttle.io_service_bytes": V1_SERVICE_BYTES}),
+    }
+
+
+def _record_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the cgroup files read, through the real reader."""
+    names: list[str] = []
+    real = cgroups.driver.read_text
+
+    def recording(path: str | Path) -> str:
+        names.append(os.path.basename(path))
+        return real(path)
+
+    monkeypatch.setattr(cgroups.driver, "read_text", recording)
+    monkeypatch.setattr(minikubelet.stats.cgroup_reader, "read_text", recording)
+    return names
+
+
+def test_v1_a_pass_reads_six_files_and_the_extras_complete_the_sample(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    dirs = _v1_full(tmp_path)
+    full = read_v1(dirs)
+    names = _record_reads(monkeypatch)
+    core = read_v1(dirs, extras=False)
+    assert core is not None and full is not None
+    assert sorted(names) == ["cpuacct.usage", "memory.limit_in_bytes", "memory.memsw.usage_in_bytes", "memory.stat",
+                             "memory.usage_in_bytes", "pids.current"]
+    # what the Summary, /metrics/resource and eviction read is all there
+    assert (core.cpu_usage_ns, core.memory_usage, core.memory_working_set, core.memory_rss) == (5, 8192, 7936, 4096)
+    assert (core.memory_limit, core.swap_usage, core.pids, core.page_faults) == (16777216, 1024, 2, 40)
+    # the cAdvisor-only fields are not, until the extras are read
+    assert (core.spec, core.io, core.memory_failcnt, core.threads_max, core.cpu_user_ns) == (None, (), 0, 0, 0)
+    names.clear()
+    assert v1_extras(dirs, core) == full
+    assert "memory.stat" not in names and "cpuacct.usage" not in names  # the pass's values are kept, not re-read
+    assert full.spec == CgroupSpec(cpu_period=100000, cpu_quota=50000, cpu_shares=512, memory_reservation=1048576,
+                                   memory_swap_limit=33554432)
+    assert (full.memory_failcnt, full.oom_kills, full.threads_max, full.cpu_system_ns) == (17, 1, 10, 20_000_000)
+
+
+def test_v2_a_pass_leaves_the_limits_and_io_for_the_extras(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    d = _write(tmp_path / "p", {
+        "cpu.stat": "usage_usec 10\nnr_periods 4\n", "memory.current": "8192\n", "memory.stat": "anon 4096\n",
+        "memory.max": "67108864\n", "memory.peak": "9000\n", "memory.min": "0\n", "memory.swap.max": "max\n",
+        "memory.events": "oom_kill 2\n", "cpu.max": "50000 100000\n", "cpu.weight": "79\n",
+        "pids.current": "3\n", "pids.max": "4096\n", "io.stat": V2_IO_STAT,
+    })
+    full = read_v2(d)
+    names = _record_reads(monkeypatch)
+    core = read_v2(d, extras=False)
+    assert core is not None and full is not None
+    assert not {"memory.events", "cpu.max", "cpu.weight", "memory.min", "memory.swap.max", "memory.peak", "pids.max",
+                "io.stat"} & set(names)
+    assert (core.cpu_usage_ns, core.memory_usage, core.memory_limit, core.pids, core.cfs_periods) == (
+        10_000, 8192, 67108864, 3, 4)
+    assert (core.spec, core.io, core.oom_kills) == (None, (), 0)
+    assert v2_extras(d, core) == full
 
 
 def test_blkio_and_io_stat_skip_garbage() -> None:

@@ -318,3 +318,29 @@ def test_stats_read_the_files_under_the_systemd_driver(tmp_path: Path) -> None:
                             {}, {}, ["pods"])
     found = CgroupFiles.of(manager)
     assert (found.v2, found.v1) == (root, None)
+
+
+async def test_the_cadvisor_extras_are_read_when_first_asked_once_per_pass(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, _, tree, _, cid, _ = await make(tmp_path, proc, clock)
+    shares = tree.mounts["cpu"] / POD_CG.lstrip("/") / cid / "cpu.shares"
+    shares.write_text("512\n")
+    snap = await provider.update()
+    m = snap.pods[0].containers[0].cgroup
+    assert m is not None and m.sample.spec is None  # the pass left the limits unread
+    shares.write_text("1024\n")
+    tree.put(f"{POD_CG}/{cid}", 5_000_000_000, 2**20)  # CPU and memory move after the pass
+    full = m.full
+    assert full.spec is not None and full.spec.cpu_shares == 1024  # read now, on the first ask
+    assert (full.cpu_user_ns, full.cpu_system_ns) == (10_000_000, 10_000_000)
+    assert full.cpu_usage_ns == m.sample.cpu_usage_ns == 1_000_000_000  # the pass's own values stay
+    assert full.memory_working_set == m.sample.memory_working_set
+    shares.write_text("2048\n")
+    assert m.full is full  # once per snapshot: a second render reads nothing again
+    clock.advance(10)
+    again = (await provider.update()).pods[0].containers[0].cgroup
+    assert again is not None and again.full.spec is not None and again.full.spec.cpu_shares == 2048
+    assert again.full.cpu_usage_ns == 5_000_000_000
+    shares.parent.joinpath("cpu.shares").unlink()
+    gone = (await provider.update()).pods[0].containers[0].cgroup
+    assert gone is not None and gone.full.spec is not None and gone.full.spec.cpu_shares == 0  # as a missing file

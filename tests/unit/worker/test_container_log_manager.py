@@ -167,3 +167,17 @@ async def test_the_monitor_rotates_running_containers_each_interval(rt: FakeRunt
 def test_max_files_below_two_is_refused(rt: FakeRuntime) -> None:
     with pytest.raises(ValueError, match="invalid MaxFiles 1, must be > 1"):
         ContainerLogManager(rt, Reopener(rt), rt.clock, LogRotatePolicy(max_size=10, max_files=1))
+
+
+async def test_a_monitoring_pass_lists_cheaply_and_reads_each_running_status_once(rt: FakeRuntime,
+                                                                                  tmp_path: Path) -> None:
+    cid, _ = await running(rt, tmp_path)
+    other, _ = await running(rt, tmp_path, "done")
+    rt.exit_container(other, 0)
+    manager = ContainerLogManager(rt, Reopener(rt), rt.clock, LogRotatePolicy(max_size=10, max_files=2))
+    rt.calls.clear()
+    await manager.queue_running()
+    assert [c.op for c in rt.calls] == ["list_summaries"]  # no status of every container (list_containers)
+    for _ in range(manager._queue.qsize()):
+        await manager.process(manager._queue.get_nowait())
+    assert [(c.op, c.args[0]) for c in rt.calls[1:]] == [("container_status", cid)]  # the running one, once

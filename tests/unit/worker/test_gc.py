@@ -190,3 +190,27 @@ async def test_init_container_instances_are_pruned_before_each_start(node: FakeN
     assert [a for a, _ in attempts(node, "init")] == [3]
     assert node.container_state("init")["restartCount"] == 3
     assert status_id(node, "init", "lastState") == node.runtime.container_id("init")
+
+
+async def test_an_idle_node_costs_one_cheap_listing_and_a_dead_object_the_full_pass(tmp_path: Path) -> None:
+    rt = FakeRuntime(FakeClock(), images=[IMAGE])
+    sid, scfg = await sandbox(rt, "u")
+    running = await container(rt, sid, scfg, "app", 0, exit_code=None)
+    await rt.start_container(running)
+    gc = make_gc(tmp_path, rt, ["u"])
+    rt.calls.clear()
+    await gc.collect()
+    assert [c.op for c in rt.calls] == ["list_summaries"]  # nothing to remove: no inspecting listing
+    dead = await container(rt, sid, scfg, "app", 1)
+    newest_dead = await container(rt, sid, scfg, "app", 2)
+    rt.calls.clear()
+    await gc.collect()
+    ops = [c.op for c in rt.calls]
+    assert "list_containers" in ops and "list_pod_sandboxes" not in ops  # every sandbox still ready
+    assert {c.id for c in rt.statuses()} == {running, newest_dead} and dead not in {c.id for c in rt.statuses()}
+    await rt.stop_pod_sandbox(sid)
+    second, _ = await sandbox(rt, "u", 1)
+    rt.calls.clear()
+    await gc.collect()
+    assert "list_pod_sandboxes" in [c.op for c in rt.calls]
+    assert {s.id for s in await rt.list_pod_sandboxes()} == {sid, second}  # the stopped one has containers
