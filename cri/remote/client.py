@@ -9,7 +9,7 @@ gRPC core client reports (UNAVAILABLE, DEADLINE_EXCEEDED), so every caller sees 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from grpclib.client import Channel as _GrpcChannel
 from grpclib.client import UnaryStreamMethod
@@ -86,16 +86,23 @@ def _as_status(exc: BaseException) -> GRPCError | None:
     return None
 
 
+_CALL_FAILURES = (GRPCError, OSError, StreamTerminatedError, ProtocolError, H2Error)
+
+
+def _raise_as_status(exc: BaseException) -> NoReturn:
+    status = _as_status(exc)
+    assert status is not None
+    if status is exc:
+        raise exc
+    raise status from None
+
+
 async def rpc(request: Awaitable[T]) -> T:
     """One unary call; any failure of it is a GRPCError."""
     try:
         return await request
-    except (GRPCError, OSError, StreamTerminatedError, ProtocolError, H2Error) as exc:
-        status = _as_status(exc)
-        assert status is not None
-        if status is exc:
-            raise
-        raise status from None
+    except _CALL_FAILURES as exc:
+        _raise_as_status(exc)
 
 
 async def server_stream(method: UnaryStreamMethod[Req, Resp], request: Req) -> AsyncIterator[Resp]:
@@ -105,12 +112,8 @@ async def server_stream(method: UnaryStreamMethod[Req, Resp], request: Req) -> A
             await stream.send_message(request, end=True)
             async for response in stream:
                 yield response
-    except (GRPCError, OSError, StreamTerminatedError, ProtocolError, H2Error) as exc:
-        status = _as_status(exc)
-        assert status is not None
-        if status is exc:
-            raise
-        raise status from None
+    except _CALL_FAILURES as exc:
+        _raise_as_status(exc)
 
 
 def details(exc: GRPCError) -> str:

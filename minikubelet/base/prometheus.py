@@ -50,12 +50,15 @@ class Metric:
         return f"Metric({self.name!r}, {self.documentation!r}, {self.type!r}, samples={self.samples!r})"
 
 
-class GaugeMetricFamily(Metric):
-    """A gauge a custom collector builds at collect time."""
+class _CollectedFamily(Metric):
+    """A family a custom collector builds at collect time: one value, or label names and `add_metric` calls."""
+
+    _type = ""
+    _suffix = ""
 
     def __init__(self, name: str, documentation: str, value: float | None = None,
                  labels: Sequence[str] | None = None) -> None:
-        super().__init__(name, documentation, "gauge")
+        super().__init__(name.removesuffix(self._suffix) if self._suffix else name, documentation, self._type)
         if labels is not None and value is not None:
             raise ValueError("Can only specify at most one of value and labels.")
         self._labelnames = tuple(labels or ())
@@ -63,24 +66,19 @@ class GaugeMetricFamily(Metric):
             self.add_metric([], value)
 
     def add_metric(self, labels: Sequence[str], value: float, timestamp: float | None = None) -> None:
-        self.samples.append(Sample(self.name, dict(zip(self._labelnames, labels, strict=False)), value, timestamp))
+        self.samples.append(Sample(self.name + self._suffix, dict(zip(self._labelnames, labels, strict=False)),
+                                   value, timestamp))
 
 
-class CounterMetricFamily(Metric):
-    """A counter a custom collector builds at collect time; the family drops `_total`, the sample keeps it."""
+class GaugeMetricFamily(_CollectedFamily):
+    _type = "gauge"
 
-    def __init__(self, name: str, documentation: str, value: float | None = None,
-                 labels: Sequence[str] | None = None) -> None:
-        super().__init__(name.removesuffix("_total"), documentation, "counter")
-        if labels is not None and value is not None:
-            raise ValueError("Can only specify at most one of value and labels.")
-        self._labelnames = tuple(labels or ())
-        if value is not None:
-            self.add_metric([], value)
 
-    def add_metric(self, labels: Sequence[str], value: float, timestamp: float | None = None) -> None:
-        self.samples.append(Sample(self.name + "_total", dict(zip(self._labelnames, labels, strict=False)), value,
-                                   timestamp))
+class CounterMetricFamily(_CollectedFamily):
+    """The family drops `_total`, the sample keeps it."""
+
+    _type = "counter"
+    _suffix = "_total"
 
 
 class Collector(Protocol):
