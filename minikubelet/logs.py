@@ -66,5 +66,5 @@ def setup_logging(verbosity: int) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbosity >= 4 else logging.INFO)
     if verbosity < 6:
-        for noisy in ("aiohttp.access", "asyncio"):
+        for noisy in ("asyncio", "hpack", "h2"):  # DEBUG lines per frame and header from the CRI client's HTTP/2
             logging.getLogger(noisy).setLevel(logging.WARNING)
