@@ -231,11 +231,12 @@ class PodManager:
                 self._admit(p)
                 break
 
-    def restart_unknown(self) -> None:
+    def restart_unknown(self, active: Sequence[Pod] | None = None) -> None:
         """upstream HandlePodCleanups: an active pod no worker knows (its uid came back while its previous worker
-        was terminating it: a static pod's fixed uid) starts again; kubelet_restarted_pods_total counts them."""
+        was terminating it: a static pod's fixed uid) starts again; kubelet_restarted_pods_total counts them.
+        `active`: `active_pods()` when the caller has it already (a restart does not change it)."""
         restarted = {"true": 0, "": 0}
-        for pod in self.active_pods():
+        for pod in self.active_pods() if active is None else active:
             uid = podview.uid(pod)
             if uid in self.workers or uid in self._waiting or uid in self._rejected:
                 continue

@@ -195,8 +195,9 @@ class Housekeeping(Service):
         sources want, the active ones, the mirror pods and the pod workers by lifecycle and config (the running
         pods and containers come from the PLEG's relist)."""
         if self.manager is not None:
-            self.manager.restart_unknown()
-            set_pod_gauges(self._metrics, self.manager.desired, self.manager.active_pods(), self._workers,
+            active = self.manager.active_pods()
+            self.manager.restart_unknown(active)
+            set_pod_gauges(self._metrics, self.manager.desired, active, self._workers,
                            self.manager.runtime_only, self.manager.mirror_count())
 
     async def _housekeeping(self) -> None:

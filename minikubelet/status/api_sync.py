@@ -26,7 +26,6 @@ sends nothing. One sync, as upstream:
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -71,8 +70,9 @@ def _without_nulls(value: Any) -> Any:
 
 def merge_pod_status(old: Json, new: Json, could_have_running_containers: bool, now: str | None = None) -> Json:
     """upstream mergePodStatus: what the kubelet may write over the API's status `old`. `now`: the time a
-    DisruptionTarget sent with the terminal phase transitions at (default: the one in `new`)."""
-    merged = copy.deepcopy(new)
+    DisruptionTarget sent with the terminal phase transitions at (default: the one in `new`). The result shares
+    its nested values with `new` and `old` (it is read and encoded, never changed: no deep copy per sync)."""
+    merged = dict(new)
     conditions = [c for c in old.get("conditions") or [] if isinstance(c, dict)
                   and c.get("type") not in KUBELET_CONDITIONS]
     to_terminal = old.get("phase") not in TERMINAL and new.get("phase") in TERMINAL
@@ -80,13 +80,13 @@ def merge_pod_status(old: Json, new: Json, could_have_running_containers: bool, 
         if not isinstance(c, dict):
             continue
         if c.get("type") in KUBELET_CONDITIONS:
-            conditions.append(copy.deepcopy(c))
+            conditions.append(c)
         elif c.get("type") in SHARED_CONDITIONS and to_terminal and not could_have_running_containers:
             # The kubelet's DisruptionTarget goes out only with the terminal phase, once nothing runs: a
             # controller reading it may replace the pod at once. Its transition is then, unless the API's
             # copy already has that status.
             at = next((i for i, o in enumerate(conditions) if o.get("type") == c.get("type")), None)
-            cond = copy.deepcopy(c)
+            cond = dict(c)
             prev = conditions[at] if at is not None else None
             if prev is not None and prev.get("status") == cond.get("status"):
                 cond["lastTransitionTime"] = prev.get("lastTransitionTime")
@@ -100,7 +100,7 @@ def merge_pod_status(old: Json, new: Json, could_have_running_containers: bool, 
     for key in NOT_OWNED_FIELDS:
         merged.pop(key, None)
         if key in old:
-            merged[key] = copy.deepcopy(old[key])
+            merged[key] = old[key]
     # Never report a terminal phase while containers may still run: controllers would reuse what they hold.
     if to_terminal and could_have_running_containers:
         for key in ("phase", "reason", "message"):
