@@ -20,6 +20,9 @@ class RenderedPods:
     With `version` (a counter the status owner bumps on every change) an unchanged version costs one
     call. Without it, the items are serialised to compare their digest: the whole body and its ETag
     are still reused, but the serialisation is paid on every call.
+
+    An item that is the same object as in the last render (the status owner hands out one object per pod
+    version) is not serialised again: during a start burst each change re-renders one pod, not all.
     """
 
     def __init__(self, pods: PodList, version: PodsVersion | None = None) -> None:
@@ -31,14 +34,16 @@ class RenderedPods:
         self._body = b""
         self._etag = ""
         self.renders = 0
+        self.item_renders = 0
+        self._parts: dict[int, tuple[dict[str, Any], bytes]] = {}  # id(item) -> (the item, its JSON)
 
     def body(self) -> tuple[bytes, str]:
         if self._version is not None:
             version = self._version()
             if version != self._key or not self._body:
-                self._store(version, _items_json(self._pods()), str(version))
+                self._store(version, self._items_json(self._pods()), str(version))
         else:
-            items = _items_json(self._pods())
+            items = self._items_json(self._pods())
             digest = hashlib.blake2b(items, digest_size=12).hexdigest()
             if digest != self._key:
                 self._store(digest, items, digest)
@@ -51,5 +56,14 @@ class RenderedPods:
         self.renders += 1
 
 
-def _items_json(pods: list[dict[str, Any]]) -> bytes:
-    return json.dumps(pods, separators=(",", ":")).encode()
+    def _items_json(self, pods: list[dict[str, Any]]) -> bytes:
+        """The same bytes as one `json.dumps` of the list, each item's JSON kept while the item is the same."""
+        parts: dict[int, tuple[dict[str, Any], bytes]] = {}
+        for pod in pods:
+            known = self._parts.get(id(pod))
+            if known is None or known[0] is not pod:
+                known = (pod, json.dumps(pod, separators=(",", ":")).encode())
+                self.item_renders += 1
+            parts[id(pod)] = known
+        self._parts = parts
+        return b"[" + b",".join(parts[id(pod)][1] for pod in pods) + b"]"

@@ -40,6 +40,7 @@ class StatusManager:
         self._statuses: dict[str, VersionedStatus] = {}
         self._version = 0
         self._listeners: list[StatusListener] = []
+        self._items: dict[str, tuple[VersionedStatus, dict[str, Any]]] = {}  # uid -> (entry, its /pods item)
 
     @property
     def version(self) -> int:
@@ -118,15 +119,23 @@ class StatusManager:
         return list(self._statuses.values())
 
     def pod_list(self) -> list[dict[str, Any]]:
-        """Every known pod as a v1 Pod with its status, sorted by namespace and name."""
-        out = []
-        for entry in self._statuses.values():
+        """Every known pod as a v1 Pod with its status, sorted by namespace and name. Each pod's item is built
+        once per status entry and handed out again while the entry stands (readers must not change it), so
+        `/pods` can keep each item's JSON."""
+        items: dict[str, tuple[VersionedStatus, dict[str, Any]]] = {}
+        for uid, entry in self._statuses.items():
+            known = self._items.get(uid)
+            if known is not None and known[0] is entry:
+                items[uid] = known
+                continue
             item = {k: v for k, v in entry.pod.items() if k != "status"}
             item.setdefault("apiVersion", "v1")
             item.setdefault("kind", "Pod")
             item["status"] = entry.status
-            out.append(item)
-        return sorted(out, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"].get("name", "")))
+            items[uid] = (entry, item)
+        self._items = items
+        return sorted((item for _, item in items.values()),
+                      key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"].get("name", "")))
 
 
 MAX_POD_TERMINATION_MESSAGE = 12 * 1024  # upstream MaxPodTerminationMessageLogLength

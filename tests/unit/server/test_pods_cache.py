@@ -77,3 +77,23 @@ async def test_pods_endpoint_serves_the_cached_body_with_an_etag() -> None:
         r = await client.get("/pods", headers={"If-None-Match": etag})
         assert r.status == 200 and (await r.json())["items"][0]["status"]["phase"] == "Succeeded"
         assert pods.calls == 2
+
+
+def test_an_item_that_is_the_same_object_is_not_serialised_again() -> None:
+    a: dict[str, Any] = {"metadata": {"name": "a"}, "status": {"phase": "Running"}}
+    b: dict[str, Any] = {"metadata": {"name": "b"}, "status": {"phase": "Pending"}}
+    items = [a, b]
+    version = 1
+    cache = RenderedPods(lambda: items, lambda: version)
+    body, _ = cache.body()
+    assert cache.item_renders == 2
+    b2: dict[str, Any] = {"metadata": {"name": "b"}, "status": {"phase": "Running", "podIP": "10.0.0.2"}}
+    items, version = [a, b2], 2
+    body, _ = cache.body()
+    assert cache.item_renders == 3  # only b's new version
+    expected = json.dumps({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [a, b2]},
+                          separators=(",", ":")).encode()
+    assert body == expected
+    items, version = [b2], 3  # a gone: the body follows, nothing rendered
+    body, _ = cache.body()
+    assert cache.item_renders == 3 and json.loads(body)["items"] == [b2]

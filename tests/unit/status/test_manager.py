@@ -41,6 +41,24 @@ def test_pod_list_is_sorted_and_carries_the_managed_status() -> None:
     assert all(i["apiVersion"] == "v1" and i["kind"] == "Pod" for i in items)
 
 
+def test_pod_list_hands_out_one_item_per_status_version() -> None:
+    """/pods keeps each item's JSON while the item is the same object: a pod whose status did not change keeps
+    its item, a changed or removed one does not."""
+    sm = StatusManager()
+    a, b = pod("a", "1"), pod("b", "2")
+    sm.set_pod_status(a, {"phase": "Running"})
+    sm.set_pod_status(b, {"phase": "Pending"})
+    first = sm.pod_list()
+    sm.set_pod_status(b, {"phase": "Running"})
+    second = sm.pod_list()
+    assert second[0] is first[0] and second[1] is not first[1] and second[1]["status"]["phase"] == "Running"
+    sm.set_pod_status({**a, "metadata": {**a["metadata"], "labels": {"x": "y"}}}, {"phase": "Running"})
+    third = sm.pod_list()
+    assert third[0] is not second[0] and third[0]["metadata"]["labels"] == {"x": "y"} and third[1] is second[1]
+    sm.remove_pod("2")
+    assert [i["metadata"]["name"] for i in sm.pod_list()] == ["a"]
+
+
 def test_normalize_status_caps_termination_messages_and_sorts_as_upstream() -> None:
     """Upstream status_manager normalizeStatus: 12 KiB of termination messages per pod shared evenly by its
     containers (state and lastState); containerStatuses sorted by name (D6), init statuses in spec order."""
