@@ -66,6 +66,8 @@ def main() -> None:
     s.add_argument("--profile", type=Path, default=None,
                    help="cProfile the agent from the first create to all Ready, written to PROFILE-<pods> (pstats)")
     s.add_argument("--no-floor", action="store_true", help="skip the runtime floor (the same pods, direct)")
+    s.add_argument("--api-lag", action="store_true",
+                   help="poll the agent's /pods every 50 ms for the API lag columns (adds to the agent's CPU)")
     s = sub.add_parser("cluster-footprint", help="the joined agent's RSS, CPU and API requests, idle with API pods")
     s.add_argument("--pods", type=_counts, default="0,30,100")
     s.add_argument("--duration", type=float, default=60.0, help="seconds measured per case")
@@ -87,7 +89,7 @@ def main() -> None:
     if a.name == "cluster-startup":
         from bench import cluster_startup
 
-        asyncio.run(cluster_startup.main(a.pods, a.profile, not a.no_floor))
+        asyncio.run(cluster_startup.main(a.pods, a.profile, not a.no_floor, a.api_lag))
     elif a.name == "cluster-footprint":
         from bench import cluster_footprint
 

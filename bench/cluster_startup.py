@@ -20,15 +20,15 @@ from bench.startup import direct_cri_startup, direct_startup
 from tests.integration.agent_env import agent_runtime
 
 TIMEOUT = 300.0
-LOCAL_POLL = 0.05  # the agent's own view (/pods on its read-only port), for the API path's share
+LOCAL_POLL = 0.05  # the agent's own view (/pods on its read-only port), for the API path's share (--api-lag)
 
 
 async def follow_local(c: Cluster, local: ReadyTimes) -> None:
     """When the agent itself first reported each pod Running and Ready (the same test as the API's).
 
-    One keep-alive connection and a conditional GET (the agent's ETag): the poll is the bench's, and the
-    agent's CPU per pod is measured over it, so it should cost the agent what a client that reads /pods
-    sensibly costs, not a connection set-up and a full body every 50 ms."""
+    Only with --api-lag: twenty requests a second are the bench's work, not the agent's, and they cost the
+    agent about a tenth of its CPU during a start (docs/performance.md, issue 31's third round). One
+    keep-alive connection and a conditional GET (the agent's ETag)."""
     etag = ""
     async with aiohttp.ClientSession() as session:
         while True:
@@ -75,13 +75,13 @@ def api_lag(api: ReadyTimes, local: ReadyTimes) -> dict[str, float]:
     return {n: t - local.ready[n] for n, t in api.ready.items() if n in local.ready}
 
 
-async def run(n: int, profile: Path | None = None) -> dict[str, Any]:
+async def run(n: int, profile: Path | None = None, with_lag: bool = False) -> dict[str, Any]:
     async with joined_agent(profile) as c:
         listed = await c.admin.node_pods(c.agent.node)
         tracker, local = ReadyTimes(), ReadyTimes()
         watch = asyncio.create_task(c.admin.watch_pods(c.agent.node, listed["metadata"]["resourceVersion"],
                                                        tracker.observe))
-        poll = asyncio.create_task(follow_local(c, local))
+        poll = asyncio.create_task(follow_local(c, local) if with_lag else asyncio.sleep(0))
         names = [f"c{i}" for i in range(n)]
         try:
             await asyncio.sleep(0.2)  # the watch is open before the first create
@@ -93,7 +93,8 @@ async def run(n: int, profile: Path | None = None) -> dict[str, Any]:
             await asyncio.gather(*(c.admin.create_pod(api_pod(name, c.agent.node)) for name in names))
             created = time.monotonic() - t0
             await wait_ready(c, tracker, set(names), watch)
-            await asyncio.sleep(2 * LOCAL_POLL)  # the agent's view of the last pods, which may come after the API's
+            if with_lag:
+                await asyncio.sleep(2 * LOCAL_POLL)  # the agent's view of the last pods, which may come after the API's
             cpu = agent_cpu_seconds(c) - cpu0
             if profile is not None:
                 os.kill(agent_pid(c), signal.SIGUSR2)
@@ -111,7 +112,7 @@ async def run(n: int, profile: Path | None = None) -> dict[str, Any]:
         kinds = tally(window_rows, c.agent.user)
         deleted = await delete_all(c, names)
         return {
-            "pods": n, "latency": summary(list(lat.values())), "total": total, "creates_took": created,
+            "pods": n, "latency": summary(list(lat.values())), "total": total, "creates_took": created, "api_lag_polled": with_lag,
             "api_lag": summary(list(lag.values())), "api_lag_samples": lag,
             "agent_requests": len(window_rows), "agent_requests_by_kind": kinds,
             "status_patches_per_pod": kinds.get("PATCH pods/status", 0) / n,
@@ -128,13 +129,13 @@ async def floor(n: int) -> dict[str, Any]:
     return {"runtime": agent_runtime(), "latency": summary(times), "total": total}
 
 
-async def main(counts: list[int], profile: Path | None = None, with_floor: bool = True) -> None:
+async def main(counts: list[int], profile: Path | None = None, with_floor: bool = True, with_lag: bool = False) -> None:
     if not counts or min(counts) < 1:
         raise SystemExit("cluster-startup: --pods needs counts of at least 1")
     data = []
     for n in counts:
         base = await floor(n) if with_floor else None
-        d = await run(n, profile.with_name(f"{profile.name}-{n}") if profile else None)
+        d = await run(n, profile.with_name(f"{profile.name}-{n}") if profile else None, with_lag)
         d["floor"] = base
         data.append(d)
     nan = float("nan")
