@@ -27,7 +27,7 @@ async def follow_local(c: Cluster, local: ReadyTimes) -> None:
     """When the agent itself first reported each pod Running and Ready (the same test as the API's).
 
     Only with --api-lag: twenty requests a second are the bench's work, not the agent's, and they cost the
-    agent about a tenth of its CPU during a start (docs/performance.md, issue 31's third round). One
+    agent 13–15 % of its loop's work during a start (docs/performance.md, issue 31's third round). One
     keep-alive connection and a conditional GET (the agent's ETag)."""
     etag = ""
     async with aiohttp.ClientSession() as session:
