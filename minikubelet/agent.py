@@ -268,7 +268,7 @@ class Agent:
         services = self.services
         try:
             # The read-only port and /healthz first: a health check answers while the node starts.
-            await services.start(PlainServers(self.config, self.server), PlegService(self.pleg))
+            await services.start(PlainServers(self.config, self.server), PlegService(self.pleg, self.syncer))
             if self.join is not None:
                 await self._start_joined(self.join)
             else:
