@@ -222,7 +222,7 @@ class Agent:
         manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir, manager,
                                    sandbox_image=cfg.pod_infra_container_image, metrics=self.metrics,
-                                   image_fs_path=runtime_config.image_fs_path,
+                                   image_fs_path=runtime_config.image_fs_path, volume_period=cfg.volume_stats_agg_period,
                                    container_fs_path=runtime_config.container_fs_path, cri_stats=self._cri_stats)
         self.eviction.use_node(detect_disk_layout(cfg.root_dir, runtime_config.image_fs_path,
                                                   runtime_config.container_fs_path), self.cgroups)
