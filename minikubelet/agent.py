@@ -222,7 +222,7 @@ class Agent:
         manager = self.cgroups.manager if isinstance(self.cgroups, PodCgroups) else None
         self.stats = StatsProvider(self.runtime, self.clock, self.node_name, cfg.root_dir, manager,
                                    sandbox_image=cfg.pod_infra_container_image, metrics=self.metrics,
-                                   image_fs_path=runtime_config.image_fs_path,
+                                   image_fs_path=runtime_config.image_fs_path, volume_period=cfg.volume_stats_agg_period,
                                    container_fs_path=runtime_config.container_fs_path, cri_stats=self._cri_stats)
         self.eviction.use_node(detect_disk_layout(cfg.root_dir, runtime_config.image_fs_path,
                                                   runtime_config.container_fs_path), self.cgroups)
@@ -268,7 +268,7 @@ class Agent:
         services = self.services
         try:
             # The read-only port and /healthz first: a health check answers while the node starts.
-            await services.start(PlainServers(self.config, self.server), PlegService(self.pleg))
+            await services.start(PlainServers(self.config, self.server), PlegService(self.pleg, self.syncer))
             if self.join is not None:
                 await self._start_joined(self.join)
             else:

@@ -3,9 +3,11 @@
 CRI 1.26+ runtimes stream them (`GetContainerEvents`, what the kubelet's evented PLEG reads; containerd
 1.7+). containerd 1.6 answers Unimplemented: then the events are derived from relisting sandboxes and
 containers (the generic PLEG's way), each change turned into the events it implies, in order. A container
-first seen already exited yields CREATED, STARTED and STOPPED, as it must have gone through them. While
-relisting, containerd's own event service (task_exits.py) says when a task exits: the relist then runs at
-once and every CHASE_PERIOD until CRI shows the exit, instead of at the next period.
+first seen already exited yields CREATED, STARTED and STOPPED, as it must have gone through them. The relists
+are the client's own (`list_summaries`, the PLEG's relist every second, upstream's only relist): the stream
+lists by itself only when nothing else has for RELIST_PERIOD. While relisting, containerd's own event service
+(task_exits.py) says when a task exits: the relist then runs at once and every CHASE_PERIOD until CRI shows
+the exit, instead of at the next period.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from cri.types import LABEL_POD_UID, ContainerEvent, ContainerEventType
 
 log = logging.getLogger(__name__)
 
-RELIST_PERIOD = 0.5
+# The stream's own relist when no listing of the client's came for this long (the PLEG relists every second:
+# with it running, the stream never lists by itself).
+RELIST_PERIOD = 2.5
 # After containerd said a task exited: relist this often until CRI shows it (CRI records the exit once the
 # task is deleted, tens of ms later), for at most CHASE_LIMIT; the periodic relist covers anything longer.
 CHASE_PERIOD = 0.01
@@ -94,6 +98,14 @@ class Note:
     steps: int
     pod_uid: str = ""
     is_sandbox: bool = False
+
+
+@dataclass(frozen=True)
+class Listed:
+    """This client listed every sandbox and container (the PLEG's relist): as good as the stream's own relist."""
+
+    seen: dict[str, Seen]
+    started: float  # loop.time() before the listing was asked for
 
 
 @dataclass(frozen=True)
@@ -175,7 +187,7 @@ async def _relist(channel: Channel) -> dict[str, Seen]:
     return snapshot(list(sandboxes.items), list(containers.containers))
 
 
-async def relisted_events(channel: Channel, notes: asyncio.Queue[Note | TaskExited], period: float = RELIST_PERIOD,
+async def relisted_events(channel: Channel, notes: asyncio.Queue[Note | Listed | TaskExited], period: float = RELIST_PERIOD,
                           now: Callable[[], float] = time.time) -> AsyncGenerator[ContainerEvent, None]:
     loop = asyncio.get_running_loop()
     tracker = Tracker(await _relist(channel))
@@ -191,6 +203,11 @@ async def relisted_events(channel: Channel, notes: asyncio.Queue[Note | TaskExit
                 if tracker.running(item.container_id):
                     chase[item.container_id] = loop.time() + CHASE_LIMIT
                 events = []
+            elif isinstance(item, Listed):
+                events = tracker.relisted(item.seen, item.started, now())
+                last_relist = loop.time()
+                next_relist = last_relist + period
+                chase = {cid: until for cid, until in chase.items() if until > last_relist and tracker.running(cid)}
             else:
                 events = tracker.note(item, now(), loop.time())
         except TimeoutError:
@@ -203,7 +220,7 @@ async def relisted_events(channel: Channel, notes: asyncio.Queue[Note | TaskExit
             yield event
 
 
-async def forward_task_exits(channel: Channel, notes: asyncio.Queue[Note | TaskExited],
+async def forward_task_exits(channel: Channel, notes: asyncio.Queue[Note | Listed | TaskExited],
                              initial_backoff: float = 1.0, max_backoff: float = 30.0) -> None:
     """containerd's task exits into the relisting loop's queue, for as long as the loop runs."""
     backoff = initial_backoff
@@ -221,7 +238,7 @@ async def forward_task_exits(channel: Channel, notes: asyncio.Queue[Note | TaskE
         backoff = min(max_backoff, backoff * 2)
 
 
-Subscribe = Callable[[], AbstractContextManager[asyncio.Queue[Note | TaskExited]]]
+Subscribe = Callable[[], AbstractContextManager[asyncio.Queue[Note | Listed | TaskExited]]]
 
 
 async def container_events(channel: Channel, subscribe: Subscribe, relist_period: float = RELIST_PERIOD,

@@ -27,7 +27,7 @@ from cri.errors import (
 )
 from cri.remote import convert
 from cri.remote.client import Channel, call, details, rpc, translate
-from cri.remote.events import DELETED, Note, TaskExited, container_events
+from cri.remote.events import DELETED, Listed, Note, TaskExited, container_events, snapshot
 from cri.remote.log_file import read_log
 from cri.remote.port_forward import forward
 from cri.remote.streaming import SpdySession, open_stream
@@ -76,7 +76,7 @@ class RemoteRuntime:
         self._channel_: Channel | None = None
         self._locks: weakref.WeakValueDictionary[tuple[str, ...], asyncio.Lock] = weakref.WeakValueDictionary()
         self._events_relist_period = events_relist_period
-        self._subscribers: set[asyncio.Queue[Note | TaskExited]] = set()
+        self._subscribers: set[asyncio.Queue[Note | Listed | TaskExited]] = set()
 
     @property
     def _channel(self) -> Channel:
@@ -205,8 +205,13 @@ class RemoteRuntime:
         return await _gather_present([s.id for s in listed.items], self.pod_sandbox_status)
 
     async def list_summaries(self) -> list[ObjectSummary]:
+        started = asyncio.get_running_loop().time()
         sandboxes = await call(self._channel.runtime.ListPodSandbox(pb.ListPodSandboxRequest()))
         containers = await call(self._channel.runtime.ListContainers(pb.ListContainersRequest()))
+        if self._subscribers:  # a relisting event stream takes this listing for its own relist
+            listed = Listed(snapshot(list(sandboxes.items), list(containers.containers)), started)
+            for queue in self._subscribers:
+                queue.put_nowait(listed)
         return ([convert.summary_of_sandbox(s) for s in sandboxes.items]
                 + [convert.summary_of_container(c) for c in containers.containers])
 
@@ -302,8 +307,8 @@ class RemoteRuntime:
         return container_events(self._channel, self._subscribe, relist_period=self._events_relist_period)
 
     @contextlib.contextmanager
-    def _subscribe(self) -> Iterator[asyncio.Queue[Note | TaskExited]]:
-        queue: asyncio.Queue[Note | TaskExited] = asyncio.Queue()
+    def _subscribe(self) -> Iterator[asyncio.Queue[Note | Listed | TaskExited]]:
+        queue: asyncio.Queue[Note | Listed | TaskExited] = asyncio.Queue()
         self._subscribers.add(queue)
         try:
             yield queue

@@ -43,6 +43,7 @@ class KubeletConfig:
     static_pod_url: str = ""
     static_pod_url_header: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sync_frequency: float = 60.0
+    volume_stats_agg_period: float = 60.0  # 0 or negative: no volume disk usage measured
     address: str = "0.0.0.0"  # upstream's default: the authenticated API (10250) must be reachable by the API server
     read_only_port: int = -1  # -1: unset (standalone 10255 on loopback, off when joined: read_only_endpoint); 0: off
     healthz_port: int = 10248
@@ -658,6 +659,8 @@ _FIELDS = (
     _Field("static_pod_url", "staticPodURL", None, _static_pod_url),
     _Field("static_pod_url_header", "staticPodURLHeader", None, _url_headers),
     _Field("sync_frequency", "syncFrequency", "--sync-frequency", _positive_duration, "Pod resync period (e.g. 1m)."),
+    _Field("volume_stats_agg_period", "volumeStatsAggPeriod", "--volume-stats-agg-period", _duration,
+           "How often each pod's volume disk usage is measured and cached (e.g. 1m); 0 or negative: never."),
     _Field("address", "address", "--address", _ip, "IP address the kubelet API (and a readOnlyPort that is set) binds to (default 0.0.0.0)."),
     _Field("read_only_port", "readOnlyPort", "--read-only-port", _int_between(0, 65535), "Port of the unauthenticated read-only HTTP server, on --address (0 disables it; unset: 10255 on 127.0.0.1 standalone, off when joined to a cluster).", int),
     _Field("healthz_port", "healthzPort", "--healthz-port", _int_between(0, 65535), "Port of the healthz endpoint (0 disables it).", int),

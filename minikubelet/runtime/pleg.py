@@ -9,7 +9,7 @@ from collections.abc import Callable
 from cri.runtime import Runtime
 from minikubelet.base.clock import Clock
 from minikubelet.metrics import Metrics
-from minikubelet.runtime.pod_cache import ObjectEvent, PodListing, RuntimeFact
+from minikubelet.runtime.pod_cache import ObjectEvent, PodListing, RuntimeFact, SeenPod
 
 log = logging.getLogger("minikubelet.runtime.pleg")
 
@@ -38,6 +38,7 @@ class PLEG:
         self._last_start: float | None = None  # when the last successful relist began (time.monotonic)
         self.runtime_uids: dict[str, dict[str, str]] = {}  # uid -> labels of one of its objects
         self._container_states: set[str] = set()
+        self._listed_from = 0.0  # clock.monotonic before the last successful relist's listing was asked for
 
     async def relist(self) -> None:
         t0 = time.monotonic()
@@ -48,6 +49,7 @@ class PLEG:
         uids: dict[str, dict[str, str]] = {}
         running_pods: set[str] = set()
         states = dict.fromkeys(self._container_states, 0)
+        asked = self._clock.monotonic()
         summaries = await self._runtime.list_summaries()
         listed = self._clock.monotonic()
         self._last_start = t0
@@ -73,10 +75,16 @@ class PLEG:
             if (objects := frozen.get(uid, frozenset())) != self._seen.get(uid):
                 self._changed(uid, PodListing(objects, listed))
         self._seen = frozen
+        self._listed_from = asked
         self.runtime_uids = uids
         self.last_relist = self._clock.monotonic()
         self._metrics.pleg_last_seen.set(int(self._clock.now()))
         self._metrics.pleg_relist_duration.observe(time.monotonic() - t0)
+
+    def confirms(self, uid: str, seen: SeenPod, since: float) -> bool:
+        """A relist asked after `since` listed the pod as `seen` shows it (upstream's pod cache is newer than
+        the worker's last sync and the PLEG saw no change since)."""
+        return self._listed_from > since and seen.listed_as(self._seen.get(uid, frozenset()))
 
     async def run_relist(self) -> None:
         while True:

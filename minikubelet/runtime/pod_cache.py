@@ -71,6 +71,24 @@ class SeenPod:
         return all(read_at > fact.listed for object_id, (_, read_at) in self.objects.items() if object_id not in listed)
 
 
+    def listed_as(self, objects: frozenset[tuple[str, str]]) -> bool:
+        """A listing shows exactly these objects, each in the step seen here."""
+        return len(objects) == len(self.objects) and all(
+            (seen := self.objects.get(object_id)) is not None and _WORDS.get(word, -1) == seen[0]
+            for object_id, word in objects)
+
+
+@dataclass(frozen=True)
+class CachedPod:
+    """The pod as a worker's last sync left it (nothing more to do), what that shows, and when the sync ended:
+    the next sync reads it instead of the runtime when a later relist listed the pod the same (upstream's
+    syncPod reads the PLEG's cache, newer than the last sync)."""
+
+    state: PodRuntimeState
+    seen: SeenPod
+    synced_at: float  # clock.monotonic
+
+
 def _same_or_older(step: int, seen: int) -> bool:
     """The fact's step is the one seen, or a creation (an object is created once: old news to anything that saw
     it). A start after an exit is news: the same container can be started again."""

@@ -8,14 +8,17 @@ from collections.abc import Sequence
 
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.services.service import Loop, Service
+from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorkers
 
 
 class PlegService(Service):
     name = "pleg"
 
-    def __init__(self, pleg: PLEG) -> None:
+    def __init__(self, pleg: PLEG, syncer: PodSyncer | None = None) -> None:
         self.pleg = pleg
+        if syncer is not None:  # the pod workers' resyncs read what this PLEG's relists confirm
+            syncer.relist_confirms = pleg.confirms
 
     async def start(self) -> None:
         # First learn what already runs, then what is wanted, then stop what is no longer wanted.

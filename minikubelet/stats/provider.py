@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import os
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -179,7 +180,7 @@ class StatsProvider:
                  interfaces: Callable[[str | None], list[InterfaceSample]] | None = None,
                  proc: Path = Path("/proc"), image_fs_path: str = "", container_fs_path: str = "",
                  cri_stats: Callable[[], Awaitable[list[ContainerStats]]] | None = None,
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, volume_period: float = 60.0) -> None:
         """`metrics`: where the volume walks' durations go. `cri_stats`: a CRI runtime's ListContainerStats, the source of each container's `rootfs` (its writable
         layer). CPU and memory come from the cgroups either way, as upstream's CRI stats provider overrides the
         runtime's figures with cAdvisor's (docs/decisions.md)."""
@@ -212,6 +213,10 @@ class StatsProvider:
         self.passes = 0
         self._lock = asyncio.Lock()
         self._layers: dict[str, Fs] = {}
+        # upstream's volume stats calculators (volumeStatsAggPeriod): each pod's volumes are walked once per period
+        # (jittered by up to one more), and the passes between report that walk; <= 0: never walked
+        self.volume_period = volume_period
+        self._volume_cache: dict[str, tuple[float, tuple[Volume, ...]]] = {}  # pod uid -> (next walk, volumes)
 
     async def run(self) -> None:
         """Housekeeping: a snapshot now, then one per interval, forever."""
@@ -357,6 +362,8 @@ class StatsProvider:
         node = self._node(image_bytes, now, mono, seen, errors, layers)
         for gone in set(self._previous) - seen:
             del self._previous[gone]
+        for gone in set(self._volume_cache) - {p.uid for p in pods}:
+            del self._volume_cache[gone]
         if errors:
             log.debug("stats pass had errors", extra={"kv": {"errors": errors[:5], "count": len(errors)}})
         return Snapshot(time=now, node=node, pods=tuple(pods), errors=len(errors))
@@ -389,6 +396,18 @@ class StatsProvider:
         )
 
     async def _volumes(self, uid: str, now: float) -> tuple[Volume, ...]:
+        """The pod's volumes as last walked, walked again once the period has passed."""
+        if self.volume_period <= 0:
+            return ()
+        mono = self.clock.monotonic()
+        cached = self._volume_cache.get(uid)
+        if cached is not None and mono < cached[0]:
+            return cached[1]
+        volumes = await self._walk_volumes(uid, now)
+        self._volume_cache[uid] = (mono + self.volume_period * (1 + random.random()), volumes)
+        return volumes
+
+    async def _walk_volumes(self, uid: str, now: float) -> tuple[Volume, ...]:
         """Every volume directory the agent set up for the pod (<rootDir>/pods/<uid>/volumes/<plugin>/<name>)."""
         if not uid or "/" in uid or uid in (".", ".."):
             return ()

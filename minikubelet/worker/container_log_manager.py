@@ -100,6 +100,8 @@ class ContainerLogManager:
         self.monitor_interval = monitor_interval
         self._queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
+        # running container id -> its log path (fixed at its creation): its status is read once, not every pass
+        self._log_paths: dict[str, str] = {}
 
     async def run(self) -> None:
         log.info("initializing container log rotate workers",
@@ -118,10 +120,13 @@ class ContainerLogManager:
         """One monitoring pass: every running container, once (a container already waiting is not queued twice).
         The cheap listing, as upstream's ListContainers: each worker reads the status it needs itself, and
         `list_containers` would read every container's status a second time."""
-        for c in await self._runtime.list_summaries():
-            if not c.is_sandbox and c.running and c.id not in self._queued:
-                self._queued.add(c.id)
-                self._queue.put_nowait(c.id)
+        running = [c.id for c in await self._runtime.list_summaries() if not c.is_sandbox and c.running]
+        for gone in self._log_paths.keys() - set(running):
+            del self._log_paths[gone]
+        for container_id in running:
+            if container_id not in self._queued:
+                self._queued.add(container_id)
+                self._queue.put_nowait(container_id)
 
     async def _work(self) -> None:
         while True:
@@ -135,8 +140,9 @@ class ContainerLogManager:
 
     async def process(self, container_id: str) -> None:
         """Rotate the container's log if it reached the maximum size."""
-        status = await self._runtime.container_status(container_id)
-        path = status.log_path
+        path = self._log_paths.get(container_id)
+        if path is None:  # upstream reads ContainerStatus every pass; the path it reads never changes
+            path = self._log_paths[container_id] = (await self._runtime.container_status(container_id)).log_path
         if not path:
             return
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from minikubelet.runtime.pod_cache import SeenPod
+from minikubelet.runtime.pod_cache import CachedPod, SeenPod
 
 
 @dataclass
@@ -28,6 +28,9 @@ class PodSyncState:
     # the pod as this pass left it in the runtime, when the pass ended with nothing left to do (None otherwise):
     # a runtime change it already shows wakes the worker no sooner
     seen: SeenPod | None = None
+    # the same pass's runtime state, for the next sync when no runtime change came since (the worker drops it
+    # when one did)
+    cached: CachedPod | None = None
 
     def wake_no_later_than(self, at: float) -> None:
         if self.wake_at is None or at < self.wake_at:

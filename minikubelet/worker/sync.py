@@ -19,7 +19,7 @@ from minikubelet.base.safepath import UnsafePathError
 from minikubelet.events import EventRecorder
 from minikubelet.events import resize as resize_events
 from minikubelet.metrics import Metrics
-from minikubelet.runtime.pod_cache import SeenPod
+from minikubelet.runtime.pod_cache import CachedPod, SeenPod
 from minikubelet.runtime.resource_checkpoint import PodResourceCheckpoint
 from minikubelet.runtime.state import PodRuntimeState, name_of, restart_count_of
 from minikubelet.status.generate import StatusInputs, compute_status
@@ -73,6 +73,8 @@ class PodSyncer:
         self._host_ip = host_ip
         self.container_id_scheme = "docker://"  # set from the runtime's version at start-up
         self.network_errors: Callable[[], tuple[str, ...]] | None = None  # the pod network's, when it has one
+        # the PLEG's `confirms`, when one relists the runtime: whether a pod's cached state is still current
+        self.relist_confirms: Callable[[str, SeenPod, float], bool] | None = None
         # in-place resize (set by the agent): what each container was last given, the resize conditions, the
         # executor, and who to tell when a resize completed (pending ones may fit now)
         self.actuated: PodResourceCheckpoint | None = None
@@ -101,7 +103,7 @@ class PodSyncer:
         uid = view.uid
         pod = view.raw
         st.seen = None
-        state = await self.observe(uid)
+        state = await self._current(uid, st)
         reported = self._statuses.get_pod_status(uid)
         if reported is not None and reported.get("phase") in ("Succeeded", "Failed"):
             await self.publish(view, state, st, terminal=False)
@@ -141,7 +143,18 @@ class PodSyncer:
         if not (view.active_deadline_seconds or 0) > 0 and compute_pod_actions(
                 view, state, self._probe_results(uid), self._actuated_lookup(uid)).idle:
             st.seen = SeenPod.of(state)
+            st.cached = CachedPod(state, st.seen, self._clock.monotonic())
         return None
+
+    async def _current(self, uid: str, st: PodSyncState) -> PodRuntimeState:
+        """The pod's runtime state: the last sync's when a relist since listed the pod just as that sync left it
+        (no runtime request: an idle pod's periodic resync asks the runtime nothing), else read from the
+        runtime. Upstream waits for the next relist when its cache is older than the last sync; this reads."""
+        cached, st.cached = st.cached, None
+        confirms = self.relist_confirms
+        if cached is not None and confirms is not None and confirms(uid, cached.seen, cached.synced_at):
+            return cached.state
+        return await self.observe(uid)
 
     def _deadline_exceeded(self, view: PodView, st: PodSyncState, reported: dict[str, Any] | None) -> bool:
         ads = view.active_deadline_seconds

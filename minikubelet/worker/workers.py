@@ -51,6 +51,8 @@ class PodWorker:
         self._wake = asyncio.Event()
         # the runtime changes (from the PLEG) that woke it since the pass began; None once anything else did
         self._facts: list[RuntimeFact] | None = []
+        self._news: list[RuntimeFact] = []  # every PLEG fact since the pass began: the cached state is stale if
+        # one is not reflected in it
         self._urgent = False  # a new spec, a kill or a removal: synced even during a back-off
         self._backoff_until: float | None = None  # after a failed sync, runtime events wait for this
         # an adopted pod was started by an earlier agent: its start is not this agent's to measure
@@ -71,6 +73,7 @@ class PodWorker:
         """The PLEG saw the pod change in the runtime: sync soon, unless the last sync already saw it."""
         if self._facts is not None:
             self._facts.append(fact)
+        self._news.append(fact)
         self._wake.set()
 
     def _woken(self) -> bool:
@@ -145,7 +148,9 @@ class PodWorker:
     async def run(self) -> None:
         while True:
             t0 = time.monotonic()
-            self._facts, self.st.seen = [], None
+            if self._news and (self.st.seen is None or not all(self.st.seen.reflects(f) for f in self._news)):
+                self.st.cached = None
+            self._facts, self._news, self.st.seen = [], [], None
             op = self._operation()
             self.st.sync_failed = False
             try:

@@ -29,6 +29,7 @@ GRACEFUL = "trap 'exit 0' TERM; while true; do sleep 1; done"
 async def test_api_eviction_of_a_pod_exiting_0_on_sigterm_ends_succeeded(
         tmp_path: Path, api: ApiServer, docker: aiodocker.Docker) -> None:
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
+    agent.extra = {"volumeStatsAggPeriod": "5s"}  # the emptyDir's usage measured within seconds, not 1-2 min
     admin = api.admin()
     agent.start()
     try:

@@ -165,7 +165,8 @@ async def test_disk_pressure_and_local_storage_limits_evict(tmp_path: Path, dock
 async def _disk_pressure(agent: JoinedAgent, api: ApiServer, docker: aiodocker.Docker) -> None:
     # imageMinimumGCAge: the reclaim before eviction removes no image of the shared test engine
     agent.extra = {"evictionHard": {"memory.available": "100Mi", "nodefs.available": "40%"},
-                   "nodeStatusUpdateFrequency": "2s", "imageMinimumGCAge": "1h"}
+                   "nodeStatusUpdateFrequency": "2s", "imageMinimumGCAge": "1h",
+                   "volumeStatsAggPeriod": "5s"}  # emptyDirs measured within seconds, not 1-2 min
     admin = api.admin()
     agent.start()
     try:

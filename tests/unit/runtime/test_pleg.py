@@ -12,6 +12,8 @@ from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import FakeClock
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.pleg import PLEG
+from minikubelet.runtime.pod_cache import SeenPod
+from minikubelet.runtime.state import PodRuntimeState
 
 IMAGE = "busybox:1.36"
 
@@ -177,3 +179,26 @@ async def test_events_wake_their_pods(env: Env) -> None:
     finally:
         events.cancel()
         await asyncio.gather(events, return_exceptions=True)
+
+
+async def test_confirms_a_pod_state_only_from_a_relist_asked_after_it_that_lists_it_the_same(env: Env) -> None:
+    """What lets a pod worker's resync read its cached state (upstream's pod cache GetNewerThan)."""
+    cid = await env.run(pod("a"))
+
+    async def seen() -> SeenPod:
+        return SeenPod.of(PodRuntimeState("uid-a", await env.runtime.list_pod_sandboxes({}),
+                                          await env.runtime.list_containers({})))
+
+    state = await seen()
+    synced = env.clock.monotonic()
+    assert not env.pleg.confirms("uid-a", state, synced)  # no relist yet
+    env.clock.advance(1)
+    await env.relist()
+    assert env.pleg.confirms("uid-a", state, synced)
+    assert not env.pleg.confirms("uid-a", state, env.clock.monotonic())  # the relist was not after this sync
+    assert not env.pleg.confirms("uid-b", state, synced)  # listed as nothing
+    env.runtime.exit_container(cid, 0)
+    env.clock.advance(1)
+    await env.relist()
+    assert not env.pleg.confirms("uid-a", state, synced)  # the container exited since
+    assert env.pleg.confirms("uid-a", await seen(), synced)

@@ -253,6 +253,33 @@ async def test_a_pass_yields_to_the_event_loop_while_it_walks(tmp_path: Path, pr
     assert vol.fs.inodes_used is not None and vol.fs.inodes_used >= 2000
 
 
+async def test_volumes_are_walked_once_per_volume_stats_agg_period(tmp_path: Path, proc: Path) -> None:
+    """upstream's volume stats calculators (volumeStatsAggPeriod, 1m): a pod's volumes are walked on its first
+    pass, then again only once a period (jittered by up to one more) has passed; <= 0 walks none."""
+    clock = FakeClock()
+    provider, *_ = await make(tmp_path, proc, clock)
+    assert provider.volume_period == 60.0
+    data = tmp_path / f"root/pods/{UID}/volumes/kubernetes.io~empty-dir/scratch/data"
+
+    async def used() -> int | None:
+        (vol,) = (await provider.update()).pods[0].volumes
+        return vol.fs.used
+
+    first = await used()
+    assert first is not None and first >= 20000
+    data.write_bytes(b"y" * 200000)
+    clock.advance(10)
+    assert await used() == first  # the stats pass every 10 s reports the last walk
+    clock.advance(50)
+    assert await used() == first  # jitter: at least one period
+    clock.advance(61)
+    later = await used()
+    assert later is not None and later >= 200000
+    provider.volume_period = 0
+    clock.advance(200)
+    assert (await provider.update()).pods[0].volumes == ()
+
+
 async def test_a_cri_runtime_gives_the_writable_layers(tmp_path: Path, proc: Path) -> None:
     clock = FakeClock()
     provider, _, _, _, cid, _ = await make(tmp_path, proc, clock)

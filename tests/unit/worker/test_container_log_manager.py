@@ -181,3 +181,12 @@ async def test_a_monitoring_pass_lists_cheaply_and_reads_each_running_status_onc
     for _ in range(manager._queue.qsize()):
         await manager.process(manager._queue.get_nowait())
     assert [(c.op, c.args[0]) for c in rt.calls[1:]] == [("container_status", cid)]  # the running one, once
+    # later passes know its log path: one listing each, no status while it runs
+    rt.calls.clear()
+    await manager.queue_running()
+    for _ in range(manager._queue.qsize()):
+        await manager.process(manager._queue.get_nowait())
+    assert [c.op for c in rt.calls] == ["list_summaries"]
+    rt.exit_container(cid, 0)  # an exited container is forgotten with its path
+    await manager.queue_running()
+    assert manager._queue.empty() and not manager._log_paths

@@ -376,3 +376,50 @@ async def test_an_https_post_start_hook_answered_in_http_falls_back_with_an_even
             "retry with HTTP succeeded") in node.events()
     assert node.metrics.registry.get_sample_value("kubelet_lifecycle_handler_http_fallbacks_total") == 1
     assert not any(r == "FailedPostStartHook" for r, _ in node.events())
+
+
+async def test_an_idle_resync_reads_the_state_a_later_relist_confirmed(node: FakeNode,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """upstream's syncPod reads the PLEG's cache, newer than the worker's last sync: the periodic resync of an
+    idle pod asks the runtime nothing once a relist after that sync listed the pod as the sync left it; without
+    such a relist, or after a change the relist saw, it reads the runtime."""
+    monkeypatch.setattr("minikubelet.worker.workers.random.random", lambda: 0.0)  # resync every 10 s exactly
+    node.syncer.relist_confirms = node.pleg.confirms
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    assert node.phase() == "Running"
+
+    def reads() -> int:
+        return sum(1 for c in node.runtime.calls if c.op in ("list_containers", "list_pod_sandboxes"))
+
+    def syncs() -> float:
+        return node.metrics.registry.get_sample_value("kubelet_pod_worker_duration_seconds_count",
+                                                      {"operation_type": "sync"}) or 0.0
+
+    async def relisting(seconds: int) -> None:
+        for _ in range(seconds):
+            node.clock.advance(1)
+            await node.pleg.relist()
+            await node.settle()
+
+    before, synced = reads(), syncs()
+    await relisting(31)  # resyncs at 10, 20 and 30 s, a relist before each
+    assert syncs() == synced + 3
+    assert reads() == before
+    await node.advance(10)  # at 40 s: the relist at 31 s came after the sync at 30 s
+    assert syncs() == synced + 4 and reads() == before
+
+    # no relist since the last sync (40 s): the resync at 50 s reads the runtime, as before
+    await node.advance(10)
+    assert syncs() == synced + 5 and reads() == before + 2
+
+    # relists after that sync list the pod as it left it: the resyncs at 60 and 70 s ask the runtime nothing
+    await relisting(20)
+    assert syncs() == synced + 7 and reads() == before + 2
+
+    # a change the relist sees wakes the worker, which reads the runtime and restarts the container
+    node.runtime.exit_container(node.runtime.container_id("app"), 1)
+    await relisting(1)
+    assert reads() > before + 2
+    assert node.container_state("app")["restartCount"] == 1
+    assert "running" in node.container_state("app")["state"]

@@ -9,6 +9,7 @@ from typing import cast
 from cri.remote.client import Channel
 from cri.remote.events import (
     DELETED,
+    Listed,
     Note,
     Seen,
     TaskExited,
@@ -108,7 +109,7 @@ class ScriptedRuntime:
 async def test_a_task_exit_relists_until_cri_shows_it_then_the_period_resumes() -> None:
     runtime = ScriptedRuntime()
     channel = cast(Channel, SimpleNamespace(runtime=runtime))
-    notes: asyncio.Queue[Note | TaskExited] = asyncio.Queue()
+    notes: asyncio.Queue[Note | Listed | TaskExited] = asyncio.Queue()
     events = relisted_events(channel, notes, period=60.0)
     first = asyncio.ensure_future(anext(events))
     await asyncio.sleep(0.05)
@@ -126,6 +127,34 @@ async def test_a_task_exit_relists_until_cri_shows_it_then_the_period_resumes() 
     pending = asyncio.ensure_future(anext(events))
     await asyncio.sleep(0.1)
     assert runtime.relists == settled  # CRI agreed: back to the period
+    pending.cancel()
+    await asyncio.gather(pending, return_exceptions=True)
+    await events.aclose()
+
+
+async def test_the_clients_own_listings_stand_in_for_the_streams_relist() -> None:
+    """One relist, not two: while the client lists (the PLEG's relist, every second), the stream turns those
+    listings into events and lists nothing itself; it relists alone once no listing came for its period."""
+    runtime = ScriptedRuntime()
+    channel = cast(Channel, SimpleNamespace(runtime=runtime))
+    notes: asyncio.Queue[Note | Listed | TaskExited] = asyncio.Queue()
+    events = relisted_events(channel, notes, period=0.3)
+    first = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.05)
+    assert runtime.relists == 1
+    loop = asyncio.get_running_loop()
+    running = {"s": Seen(2, "u", True), "c": Seen(2, "u", False)}
+    for _ in range(8):  # 0.8 s of listings every 0.1 s: more than two of the stream's periods
+        notes.put_nowait(Listed(running, loop.time()))
+        await asyncio.sleep(0.1)
+    assert runtime.relists == 1 and not first.done()
+    notes.put_nowait(Listed({**running, "c": Seen(3, "u", False)}, loop.time()))
+    event = await asyncio.wait_for(first, 5)
+    assert (event.container_id, event.type, event.pod_uid) == ("c", STOPPED, "u")
+    assert runtime.relists == 1
+    pending = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.5)  # no listing for longer than the period: the stream's own relist
+    assert runtime.relists >= 2
     pending.cancel()
     await asyncio.gather(pending, return_exceptions=True)
     await events.aclose()
