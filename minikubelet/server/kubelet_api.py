@@ -12,7 +12,6 @@ after a 101: SPDY/3.1 (`streaming/connection.py`) or WebSocket (`streaming/webso
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import logging
 import time
@@ -33,6 +32,7 @@ from cri.types import (
     SandboxState,
 )
 from minikubelet.base import podview
+from minikubelet.base.html_text import escape
 from minikubelet.base.podview import Pod
 from minikubelet.server.app import HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
@@ -111,7 +111,7 @@ def clean_path(path: str) -> str:
 
 
 def _redirect_307(location: str) -> Response:
-    return Response(307, f'<a href="{html.escape(location)}">Temporary Redirect</a>.\n\n'.encode(),
+    return Response(307, f'<a href="{escape(location)}">Temporary Redirect</a>.\n\n'.encode(),
                     "text/html; charset=utf-8", {"Location": location})
 
 
