@@ -70,10 +70,10 @@ from minikubelet.server.streaming import channel_codec, negotiation, websocket
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
 from minikubelet.server.streaming.idle import IdleClosingWebSocket
-from minikubelet.server.streaming.websocket import ServerWebSocket
 
 if TYPE_CHECKING:
     from minikubelet.node.serving_certificate import ServingCertificateManager  # its API client: not ours to load
+    from minikubelet.server.streaming.server_websocket import ServerWebSocket  # wsproto: by the first WebSocket
 
 log = logging.getLogger("minikubelet.server.kubelet_api")
 

@@ -100,6 +100,17 @@ def test_the_standalone_agent_loads_no_aiohttp() -> None:
     assert json.loads(out.splitlines()[-1]) == []
 
 
+def test_the_kubelet_api_leaves_rare_paths_unloaded() -> None:
+    """wsproto comes with the first WebSocket upgrade, and the html package (its entity tables) not at all."""
+    code = (
+        "import json, sys\n"
+        "import minikubelet.server.kubelet_api, minikubelet.server.node_logs, minikubelet.server.streaming.websocket\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('wsproto', 'html'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == []
+
+
 def test_the_kubelet_api_server_loads_no_aiohttp() -> None:
     """The 10250 API (TLS, streamed logs, SPDY/3.1 and WebSocket upgrades) runs on h11 and wsproto."""
     code = (
