@@ -16,6 +16,7 @@ from grpclib.client import UnaryStreamMethod
 from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
+from h2.connection import H2Connection
 from h2.exceptions import H2Error
 
 from cri.errors import NotFoundError, RuntimeError_, RuntimeUnavailableError
@@ -28,6 +29,14 @@ Resp = TypeVar("Resp")
 
 # The kubelet's CRI client accepts messages up to 16 MiB (pkg/kubelet/cri/remote: maxMsgSize).
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+# h2 remembers how each of the last 65 536 closed streams of a connection ended (~60 bytes each), and every CRI
+# call is a stream of the one connection: with 30 idle pods on containerd 1.6 (~750 calls a minute) the record
+# fills in ~90 minutes to ~4 MiB. It only serves frames that arrive after their stream closed (a late
+# WINDOW_UPDATE or RST_STREAM), which come within the few calls in flight. grpclib builds its H2Connection itself,
+# so the bound is h2's class attribute (the agent's other h2 user, the grpc probe, makes one call a connection).
+CLOSED_STREAMS_KEPT = 1024
+H2Connection.MAX_CLOSED_STREAMS = CLOSED_STREAMS_KEPT
 
 
 def socket_path(endpoint: str) -> str:

@@ -11,7 +11,7 @@ import math
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -29,8 +29,6 @@ from cri.remote import convert
 from cri.remote.client import Channel, call, details, rpc, translate
 from cri.remote.events import DELETED, Listed, Note, TaskExited, container_events, snapshot
 from cri.remote.log_file import read_log
-from cri.remote.port_forward import forward
-from cri.remote.streaming import SpdySession, open_stream
 from cri.remote.v1 import api_pb2 as pb
 from cri.streaming import PortForwardError
 from cri.types import (
@@ -50,6 +48,9 @@ from cri.types import (
     RuntimeConfig,
     RuntimeVersion,
 )
+
+if TYPE_CHECKING:
+    from cri.remote.streaming import SpdySession
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +324,8 @@ class RemoteRuntime:
     async def exec_stream(self, container_id: str, cmd: list[str], *, stdin: bool, stdout: bool, stderr: bool,
                           tty: bool) -> SpdySession:
         """cri.streaming.StreamingRuntime: CRI Exec, then the runtime's streaming URL."""
+        from cri.remote.streaming import open_stream  # SPDY: imported by the first stream, not by every agent
+
         resp = await call(self._channel.runtime.Exec(pb.ExecRequest(
             container_id=container_id, cmd=cmd, tty=tty, stdin=stdin, stdout=stdout, stderr=stderr and not tty)))
         return await open_stream(resp.url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
@@ -330,6 +333,8 @@ class RemoteRuntime:
     async def attach_stream(self, container_id: str, *, stdin: bool, stdout: bool, stderr: bool,
                             tty: bool) -> SpdySession:
         """cri.streaming.AttachingRuntime: CRI Attach, then the runtime's streaming URL."""
+        from cri.remote.streaming import open_stream
+
         resp = await call(self._channel.runtime.Attach(pb.AttachRequest(
             container_id=container_id, stdin=stdin, tty=tty, stdout=stdout, stderr=stderr and not tty)))
         return await open_stream(resp.url, stdin=stdin, stdout=stdout, stderr=stderr, tty=tty)
@@ -337,6 +342,8 @@ class RemoteRuntime:
     async def port_forward(self, sandbox_id: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """cri.streaming.PortForwardRuntime: CRI PortForward, then one connection through the runtime's streaming
         URL (cri/remote/port_forward.py); the runtime's error text, if any, is on the returned ForwardReader."""
+        from cri.remote.port_forward import forward  # SPDY: imported by the first forward
+
         try:
             resp = await call(self._channel.runtime.PortForward(
                 pb.PortForwardRequest(pod_sandbox_id=sandbox_id, port=[port])))

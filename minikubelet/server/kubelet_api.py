@@ -12,7 +12,6 @@ after a 101: SPDY/3.1 (`streaming/connection.py`) or WebSocket (`streaming/webso
 from __future__ import annotations
 
 import asyncio
-import html
 import json
 import logging
 import time
@@ -33,27 +32,12 @@ from cri.types import (
     SandboxState,
 )
 from minikubelet.base import podview
+from minikubelet.base.html_text import escape
 from minikubelet.base.podview import Pod
 from minikubelet.server.app import HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
-from minikubelet.server.exec import (
-    ExecOptions,
-    Remote,
-    S,
-    attach_remote,
-    exec_options,
-    exec_remote,
-    serve_spdy_exec,
-    serve_websocket_exec,
-)
 from minikubelet.server.logs import LogOptionsError, LogReader, parse_log_options
 from minikubelet.server.node_logs import NodeLogs
-from minikubelet.server.port_forward import (
-    Target,
-    serve_spdy_port_forward,
-    serve_websocket_port_forward,
-    stream_rejection,
-)
 from minikubelet.server.request_metrics import observed_answer
 from minikubelet.server.routes import (
     Answer,
@@ -68,16 +52,20 @@ from minikubelet.server.routes import (
 )
 from minikubelet.server.streaming import channel_codec, negotiation, websocket
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
-from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
 from minikubelet.server.streaming.idle import IdleClosingWebSocket
-from minikubelet.server.streaming.websocket import ServerWebSocket
 
 if TYPE_CHECKING:
     from minikubelet.node.serving_certificate import ServingCertificateManager  # its API client: not ours to load
+    from minikubelet.server.exec import ExecOptions, Remote, S
+    from minikubelet.server.streaming.server_websocket import ServerWebSocket  # wsproto: by the first WebSocket
+
+# The SPDY/3.1 framing, exec and port-forward modules (`exec`, `port_forward`, `streaming.connection`, cri.spdy:
+# +0.5 MiB) and wsproto are imported by the first exec, attach or port-forward request, not by every agent.
 
 log = logging.getLogger("minikubelet.server.kubelet_api")
 
 MAX_WS_MESSAGE = 1024 * 1024
+STREAMING_IDLE_TIMEOUT = 4 * 3600.0  # kubelet streamingConnectionIdleTimeout default (as ConnectionOptions')
 PORT_FORWARD_MAX_STREAMS = 256
 MAX_CHANNEL_PORTS = 127  # two channels per port, and a channel number is one byte (0xFF is the close signal)
 CHECKPOINT_UNIMPLEMENTED = "rpc error: code = Unimplemented desc = method CheckpointContainer not implemented"
@@ -111,7 +99,7 @@ def clean_path(path: str) -> str:
 
 
 def _redirect_307(location: str) -> Response:
-    return Response(307, f'<a href="{html.escape(location)}">Temporary Redirect</a>.\n\n'.encode(),
+    return Response(307, f'<a href="{escape(location)}">Temporary Redirect</a>.\n\n'.encode(),
                     "text/html; charset=utf-8", {"Location": location})
 
 
@@ -128,7 +116,7 @@ class KubeletAPI:
     def __init__(self, base: KubeletServer, node: str, pods: Callable[[], Iterable[Pod]], runtime: Runtime,
                  streaming: StreamingRuntime | None, authn: Authenticator, authz: Authorizer,
                  surface: SurfaceOptions | None = None,
-                 idle_timeout: float = ConnectionOptions().idle_timeout) -> None:
+                 idle_timeout: float = STREAMING_IDLE_TIMEOUT) -> None:
         self.base = base
         self.node = node
         self._pods = pods
@@ -316,6 +304,8 @@ class KubeletAPI:
         return Streamed(produce, 200, "application/octet-stream")
 
     async def exec(self, request: Request) -> Answer:
+        from minikubelet.server.exec import exec_options, exec_remote
+
         ns, name, container = (request.params[k] for k in ("ns", "pod", "container"))
         parsed = exec_options(request.query.lists())
         if isinstance(parsed, str):
@@ -343,6 +333,8 @@ class KubeletAPI:
         stdin reaches the container only if it was created with `stdin: true` (else it is read and dropped,
         as containerd does); a container that is not running is not found, as the kubelet's running-pod lookup
         has it (500, the lookup's error text as the body)."""
+        from minikubelet.server.exec import attach_remote, exec_options
+
         ns, name, container = (request.params[k] for k in ("ns", "pod", "container"))
         parsed = exec_options(request.query.lists(), command_required=False)
         if isinstance(parsed, str):
@@ -380,6 +372,8 @@ class KubeletAPI:
         return self._stream_spdy(request, opts, remote)
 
     def _stream_websocket(self, request: Request, opts: ExecOptions, remote: Remote[S]) -> Answer:
+        from minikubelet.server.exec import serve_websocket_exec
+
         async def serve(ws: ServerWebSocket) -> None:
             idle = IdleClosingWebSocket(ws, self.idle_timeout)
             try:
@@ -391,6 +385,9 @@ class KubeletAPI:
         return websocket.upgrade(request, channel_codec.REMOTECOMMAND_PROTOCOLS, serve, MAX_WS_MESSAGE)
 
     def _stream_spdy(self, request: Request, opts: ExecOptions, remote: Remote[S]) -> Answer:
+        from minikubelet.server.exec import serve_spdy_exec
+        from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
+
         async def serve(reader: ByteReader, writer: ByteWriter, protocol: str) -> None:
             conn = SpdyConnection(reader, writer, ConnectionOptions(idle_timeout=self.idle_timeout))
             await serve_spdy_exec(conn, protocol, opts, remote)
@@ -398,6 +395,14 @@ class KubeletAPI:
         return _spdy_upgrade(request, negotiation.REMOTECOMMAND_SPDY_PROTOCOLS, serve)
 
     async def port_forward(self, request: Request) -> Answer:
+        from minikubelet.server.port_forward import (
+            Target,
+            serve_spdy_port_forward,
+            serve_websocket_port_forward,
+            stream_rejection,
+        )
+        from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
+
         ns, name, uid = request.params["ns"], request.params["pod"], request.params.get("uid", "")
         upgrade = websocket.is_upgrade(request.headers)
         offered = negotiation.offered_protocols(request.headers.getall("Sec-WebSocket-Protocol"))

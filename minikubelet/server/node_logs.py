@@ -11,12 +11,12 @@ path guard answers them first), and every path is resolved below the root before
 
 from __future__ import annotations
 
-import html
 import mimetypes
 import os
 import stat
 import urllib.parse
 
+from minikubelet.base.html_text import escape
 from minikubelet.base.http_date import format_http_date, parse_http_date
 from minikubelet.server.routes import Answer, Request, Response, Streamed, Write
 
@@ -70,7 +70,7 @@ def directory_listing(names: list[tuple[str, bool]]) -> str:
     for name, is_dir in sorted(names):
         shown = name + "/" if is_dir else name
         href = urllib.parse.quote(shown, safe="/")
-        lines.append(f'<a href="{href}">{html.escape(shown, quote=True)}</a>\n')
+        lines.append(f'<a href="{href}">{escape(shown)}</a>\n')
     lines.append("</pre>\n")
     return "".join(lines)
 

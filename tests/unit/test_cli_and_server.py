@@ -100,6 +100,21 @@ def test_the_standalone_agent_loads_no_aiohttp() -> None:
     assert json.loads(out.splitlines()[-1]) == []
 
 
+def test_the_kubelet_api_leaves_rare_paths_unloaded() -> None:
+    """The SPDY/3.1 and WebSocket stacks come with the first exec, attach or port-forward (on the 10250 side and
+    the CRI client's), and the html package (its entity tables) not at all."""
+    code = (
+        "import json, sys\n"
+        "import minikubelet.server.kubelet_api, minikubelet.server.node_logs, minikubelet.server.streaming.websocket\n"
+        "import cri.remote\n"
+        "rare = ('wsproto', 'html', 'cri.spdy', 'cri.remote.streaming', 'cri.remote.port_forward',\n"
+        "        'minikubelet.server.exec', 'minikubelet.server.port_forward', 'minikubelet.server.streaming.connection')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m in rare or m.split('.')[0] in rare)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.splitlines()[-1]) == []
+
+
 def test_the_kubelet_api_server_loads_no_aiohttp() -> None:
     """The 10250 API (TLS, streamed logs, SPDY/3.1 and WebSocket upgrades) runs on h11 and wsproto."""
     code = (

@@ -39,10 +39,6 @@ class RuntimeServiceBase(abc.ABC):
         pass
 
     @abc.abstractmethod
-    async def StreamPodSandboxes(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.StreamPodSandboxesRequest, cri.remote.v1.api_pb2.StreamPodSandboxesResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
     async def CreateContainer(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.CreateContainerRequest, cri.remote.v1.api_pb2.CreateContainerResponse]') -> None:
         pass
 
@@ -60,10 +56,6 @@ class RuntimeServiceBase(abc.ABC):
 
     @abc.abstractmethod
     async def ListContainers(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.ListContainersRequest, cri.remote.v1.api_pb2.ListContainersResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def StreamContainers(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.StreamContainersRequest, cri.remote.v1.api_pb2.StreamContainersResponse]') -> None:
         pass
 
     @abc.abstractmethod
@@ -103,31 +95,7 @@ class RuntimeServiceBase(abc.ABC):
         pass
 
     @abc.abstractmethod
-    async def StreamContainerStats(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.StreamContainerStatsRequest, cri.remote.v1.api_pb2.StreamContainerStatsResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def PodSandboxStats(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.PodSandboxStatsRequest, cri.remote.v1.api_pb2.PodSandboxStatsResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def ListPodSandboxStats(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.ListPodSandboxStatsRequest, cri.remote.v1.api_pb2.ListPodSandboxStatsResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def StreamPodSandboxStats(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.StreamPodSandboxStatsRequest, cri.remote.v1.api_pb2.StreamPodSandboxStatsResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def UpdateRuntimeConfig(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.UpdateRuntimeConfigRequest, cri.remote.v1.api_pb2.UpdateRuntimeConfigResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
     async def Status(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.StatusRequest, cri.remote.v1.api_pb2.StatusResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def CheckpointContainer(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.CheckpointContainerRequest, cri.remote.v1.api_pb2.CheckpointContainerResponse]') -> None:
         pass
 
     @abc.abstractmethod
@@ -135,23 +103,7 @@ class RuntimeServiceBase(abc.ABC):
         pass
 
     @abc.abstractmethod
-    async def ListMetricDescriptors(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.ListMetricDescriptorsRequest, cri.remote.v1.api_pb2.ListMetricDescriptorsResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def ListPodSandboxMetrics(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.ListPodSandboxMetricsRequest, cri.remote.v1.api_pb2.ListPodSandboxMetricsResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def StreamPodSandboxMetrics(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.StreamPodSandboxMetricsRequest, cri.remote.v1.api_pb2.StreamPodSandboxMetricsResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
     async def RuntimeConfig(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.RuntimeConfigRequest, cri.remote.v1.api_pb2.RuntimeConfigResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def UpdatePodSandboxResources(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.UpdatePodSandboxResourcesRequest, cri.remote.v1.api_pb2.UpdatePodSandboxResourcesResponse]') -> None:
         pass
 
     def __mapping__(self) -> typing.Dict[str, grpclib.const.Handler]:
@@ -192,12 +144,6 @@ class RuntimeServiceBase(abc.ABC):
                 cri.remote.v1.api_pb2.ListPodSandboxRequest,
                 cri.remote.v1.api_pb2.ListPodSandboxResponse,
             ),
-            '/runtime.v1.RuntimeService/StreamPodSandboxes': grpclib.const.Handler(
-                self.StreamPodSandboxes,
-                grpclib.const.Cardinality.UNARY_STREAM,
-                cri.remote.v1.api_pb2.StreamPodSandboxesRequest,
-                cri.remote.v1.api_pb2.StreamPodSandboxesResponse,
-            ),
             '/runtime.v1.RuntimeService/CreateContainer': grpclib.const.Handler(
                 self.CreateContainer,
                 grpclib.const.Cardinality.UNARY_UNARY,
@@ -227,12 +173,6 @@ class RuntimeServiceBase(abc.ABC):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 cri.remote.v1.api_pb2.ListContainersRequest,
                 cri.remote.v1.api_pb2.ListContainersResponse,
-            ),
-            '/runtime.v1.RuntimeService/StreamContainers': grpclib.const.Handler(
-                self.StreamContainers,
-                grpclib.const.Cardinality.UNARY_STREAM,
-                cri.remote.v1.api_pb2.StreamContainersRequest,
-                cri.remote.v1.api_pb2.StreamContainersResponse,
             ),
             '/runtime.v1.RuntimeService/ContainerStatus': grpclib.const.Handler(
                 self.ContainerStatus,
@@ -288,47 +228,11 @@ class RuntimeServiceBase(abc.ABC):
                 cri.remote.v1.api_pb2.ListContainerStatsRequest,
                 cri.remote.v1.api_pb2.ListContainerStatsResponse,
             ),
-            '/runtime.v1.RuntimeService/StreamContainerStats': grpclib.const.Handler(
-                self.StreamContainerStats,
-                grpclib.const.Cardinality.UNARY_STREAM,
-                cri.remote.v1.api_pb2.StreamContainerStatsRequest,
-                cri.remote.v1.api_pb2.StreamContainerStatsResponse,
-            ),
-            '/runtime.v1.RuntimeService/PodSandboxStats': grpclib.const.Handler(
-                self.PodSandboxStats,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                cri.remote.v1.api_pb2.PodSandboxStatsRequest,
-                cri.remote.v1.api_pb2.PodSandboxStatsResponse,
-            ),
-            '/runtime.v1.RuntimeService/ListPodSandboxStats': grpclib.const.Handler(
-                self.ListPodSandboxStats,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                cri.remote.v1.api_pb2.ListPodSandboxStatsRequest,
-                cri.remote.v1.api_pb2.ListPodSandboxStatsResponse,
-            ),
-            '/runtime.v1.RuntimeService/StreamPodSandboxStats': grpclib.const.Handler(
-                self.StreamPodSandboxStats,
-                grpclib.const.Cardinality.UNARY_STREAM,
-                cri.remote.v1.api_pb2.StreamPodSandboxStatsRequest,
-                cri.remote.v1.api_pb2.StreamPodSandboxStatsResponse,
-            ),
-            '/runtime.v1.RuntimeService/UpdateRuntimeConfig': grpclib.const.Handler(
-                self.UpdateRuntimeConfig,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                cri.remote.v1.api_pb2.UpdateRuntimeConfigRequest,
-                cri.remote.v1.api_pb2.UpdateRuntimeConfigResponse,
-            ),
             '/runtime.v1.RuntimeService/Status': grpclib.const.Handler(
                 self.Status,
                 grpclib.const.Cardinality.UNARY_UNARY,
                 cri.remote.v1.api_pb2.StatusRequest,
                 cri.remote.v1.api_pb2.StatusResponse,
-            ),
-            '/runtime.v1.RuntimeService/CheckpointContainer': grpclib.const.Handler(
-                self.CheckpointContainer,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                cri.remote.v1.api_pb2.CheckpointContainerRequest,
-                cri.remote.v1.api_pb2.CheckpointContainerResponse,
             ),
             '/runtime.v1.RuntimeService/GetContainerEvents': grpclib.const.Handler(
                 self.GetContainerEvents,
@@ -336,35 +240,11 @@ class RuntimeServiceBase(abc.ABC):
                 cri.remote.v1.api_pb2.GetEventsRequest,
                 cri.remote.v1.api_pb2.ContainerEventResponse,
             ),
-            '/runtime.v1.RuntimeService/ListMetricDescriptors': grpclib.const.Handler(
-                self.ListMetricDescriptors,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                cri.remote.v1.api_pb2.ListMetricDescriptorsRequest,
-                cri.remote.v1.api_pb2.ListMetricDescriptorsResponse,
-            ),
-            '/runtime.v1.RuntimeService/ListPodSandboxMetrics': grpclib.const.Handler(
-                self.ListPodSandboxMetrics,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                cri.remote.v1.api_pb2.ListPodSandboxMetricsRequest,
-                cri.remote.v1.api_pb2.ListPodSandboxMetricsResponse,
-            ),
-            '/runtime.v1.RuntimeService/StreamPodSandboxMetrics': grpclib.const.Handler(
-                self.StreamPodSandboxMetrics,
-                grpclib.const.Cardinality.UNARY_STREAM,
-                cri.remote.v1.api_pb2.StreamPodSandboxMetricsRequest,
-                cri.remote.v1.api_pb2.StreamPodSandboxMetricsResponse,
-            ),
             '/runtime.v1.RuntimeService/RuntimeConfig': grpclib.const.Handler(
                 self.RuntimeConfig,
                 grpclib.const.Cardinality.UNARY_UNARY,
                 cri.remote.v1.api_pb2.RuntimeConfigRequest,
                 cri.remote.v1.api_pb2.RuntimeConfigResponse,
-            ),
-            '/runtime.v1.RuntimeService/UpdatePodSandboxResources': grpclib.const.Handler(
-                self.UpdatePodSandboxResources,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                cri.remote.v1.api_pb2.UpdatePodSandboxResourcesRequest,
-                cri.remote.v1.api_pb2.UpdatePodSandboxResourcesResponse,
             ),
         }
 
@@ -408,12 +288,6 @@ class RuntimeServiceStub:
             cri.remote.v1.api_pb2.ListPodSandboxRequest,
             cri.remote.v1.api_pb2.ListPodSandboxResponse,
         )
-        self.StreamPodSandboxes = grpclib.client.UnaryStreamMethod(
-            channel,
-            '/runtime.v1.RuntimeService/StreamPodSandboxes',
-            cri.remote.v1.api_pb2.StreamPodSandboxesRequest,
-            cri.remote.v1.api_pb2.StreamPodSandboxesResponse,
-        )
         self.CreateContainer = grpclib.client.UnaryUnaryMethod(
             channel,
             '/runtime.v1.RuntimeService/CreateContainer',
@@ -443,12 +317,6 @@ class RuntimeServiceStub:
             '/runtime.v1.RuntimeService/ListContainers',
             cri.remote.v1.api_pb2.ListContainersRequest,
             cri.remote.v1.api_pb2.ListContainersResponse,
-        )
-        self.StreamContainers = grpclib.client.UnaryStreamMethod(
-            channel,
-            '/runtime.v1.RuntimeService/StreamContainers',
-            cri.remote.v1.api_pb2.StreamContainersRequest,
-            cri.remote.v1.api_pb2.StreamContainersResponse,
         )
         self.ContainerStatus = grpclib.client.UnaryUnaryMethod(
             channel,
@@ -504,47 +372,11 @@ class RuntimeServiceStub:
             cri.remote.v1.api_pb2.ListContainerStatsRequest,
             cri.remote.v1.api_pb2.ListContainerStatsResponse,
         )
-        self.StreamContainerStats = grpclib.client.UnaryStreamMethod(
-            channel,
-            '/runtime.v1.RuntimeService/StreamContainerStats',
-            cri.remote.v1.api_pb2.StreamContainerStatsRequest,
-            cri.remote.v1.api_pb2.StreamContainerStatsResponse,
-        )
-        self.PodSandboxStats = grpclib.client.UnaryUnaryMethod(
-            channel,
-            '/runtime.v1.RuntimeService/PodSandboxStats',
-            cri.remote.v1.api_pb2.PodSandboxStatsRequest,
-            cri.remote.v1.api_pb2.PodSandboxStatsResponse,
-        )
-        self.ListPodSandboxStats = grpclib.client.UnaryUnaryMethod(
-            channel,
-            '/runtime.v1.RuntimeService/ListPodSandboxStats',
-            cri.remote.v1.api_pb2.ListPodSandboxStatsRequest,
-            cri.remote.v1.api_pb2.ListPodSandboxStatsResponse,
-        )
-        self.StreamPodSandboxStats = grpclib.client.UnaryStreamMethod(
-            channel,
-            '/runtime.v1.RuntimeService/StreamPodSandboxStats',
-            cri.remote.v1.api_pb2.StreamPodSandboxStatsRequest,
-            cri.remote.v1.api_pb2.StreamPodSandboxStatsResponse,
-        )
-        self.UpdateRuntimeConfig = grpclib.client.UnaryUnaryMethod(
-            channel,
-            '/runtime.v1.RuntimeService/UpdateRuntimeConfig',
-            cri.remote.v1.api_pb2.UpdateRuntimeConfigRequest,
-            cri.remote.v1.api_pb2.UpdateRuntimeConfigResponse,
-        )
         self.Status = grpclib.client.UnaryUnaryMethod(
             channel,
             '/runtime.v1.RuntimeService/Status',
             cri.remote.v1.api_pb2.StatusRequest,
             cri.remote.v1.api_pb2.StatusResponse,
-        )
-        self.CheckpointContainer = grpclib.client.UnaryUnaryMethod(
-            channel,
-            '/runtime.v1.RuntimeService/CheckpointContainer',
-            cri.remote.v1.api_pb2.CheckpointContainerRequest,
-            cri.remote.v1.api_pb2.CheckpointContainerResponse,
         )
         self.GetContainerEvents = grpclib.client.UnaryStreamMethod(
             channel,
@@ -552,35 +384,11 @@ class RuntimeServiceStub:
             cri.remote.v1.api_pb2.GetEventsRequest,
             cri.remote.v1.api_pb2.ContainerEventResponse,
         )
-        self.ListMetricDescriptors = grpclib.client.UnaryUnaryMethod(
-            channel,
-            '/runtime.v1.RuntimeService/ListMetricDescriptors',
-            cri.remote.v1.api_pb2.ListMetricDescriptorsRequest,
-            cri.remote.v1.api_pb2.ListMetricDescriptorsResponse,
-        )
-        self.ListPodSandboxMetrics = grpclib.client.UnaryUnaryMethod(
-            channel,
-            '/runtime.v1.RuntimeService/ListPodSandboxMetrics',
-            cri.remote.v1.api_pb2.ListPodSandboxMetricsRequest,
-            cri.remote.v1.api_pb2.ListPodSandboxMetricsResponse,
-        )
-        self.StreamPodSandboxMetrics = grpclib.client.UnaryStreamMethod(
-            channel,
-            '/runtime.v1.RuntimeService/StreamPodSandboxMetrics',
-            cri.remote.v1.api_pb2.StreamPodSandboxMetricsRequest,
-            cri.remote.v1.api_pb2.StreamPodSandboxMetricsResponse,
-        )
         self.RuntimeConfig = grpclib.client.UnaryUnaryMethod(
             channel,
             '/runtime.v1.RuntimeService/RuntimeConfig',
             cri.remote.v1.api_pb2.RuntimeConfigRequest,
             cri.remote.v1.api_pb2.RuntimeConfigResponse,
-        )
-        self.UpdatePodSandboxResources = grpclib.client.UnaryUnaryMethod(
-            channel,
-            '/runtime.v1.RuntimeService/UpdatePodSandboxResources',
-            cri.remote.v1.api_pb2.UpdatePodSandboxResourcesRequest,
-            cri.remote.v1.api_pb2.UpdatePodSandboxResourcesResponse,
         )
 
 
@@ -588,10 +396,6 @@ class ImageServiceBase(abc.ABC):
 
     @abc.abstractmethod
     async def ListImages(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.ListImagesRequest, cri.remote.v1.api_pb2.ListImagesResponse]') -> None:
-        pass
-
-    @abc.abstractmethod
-    async def StreamImages(self, stream: 'grpclib.server.Stream[cri.remote.v1.api_pb2.StreamImagesRequest, cri.remote.v1.api_pb2.StreamImagesResponse]') -> None:
         pass
 
     @abc.abstractmethod
@@ -617,12 +421,6 @@ class ImageServiceBase(abc.ABC):
                 grpclib.const.Cardinality.UNARY_UNARY,
                 cri.remote.v1.api_pb2.ListImagesRequest,
                 cri.remote.v1.api_pb2.ListImagesResponse,
-            ),
-            '/runtime.v1.ImageService/StreamImages': grpclib.const.Handler(
-                self.StreamImages,
-                grpclib.const.Cardinality.UNARY_STREAM,
-                cri.remote.v1.api_pb2.StreamImagesRequest,
-                cri.remote.v1.api_pb2.StreamImagesResponse,
             ),
             '/runtime.v1.ImageService/ImageStatus': grpclib.const.Handler(
                 self.ImageStatus,
@@ -659,12 +457,6 @@ class ImageServiceStub:
             '/runtime.v1.ImageService/ListImages',
             cri.remote.v1.api_pb2.ListImagesRequest,
             cri.remote.v1.api_pb2.ListImagesResponse,
-        )
-        self.StreamImages = grpclib.client.UnaryStreamMethod(
-            channel,
-            '/runtime.v1.ImageService/StreamImages',
-            cri.remote.v1.api_pb2.StreamImagesRequest,
-            cri.remote.v1.api_pb2.StreamImagesResponse,
         )
         self.ImageStatus = grpclib.client.UnaryUnaryMethod(
             channel,

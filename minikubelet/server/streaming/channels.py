@@ -41,7 +41,7 @@ _END = {MsgType.CLOSE, MsgType.CLOSING, MsgType.CLOSED, MsgType.ERROR}
 
 
 class WebSocketLike(Protocol):
-    """What `websocket.ServerWebSocket` and `aiohttp.ClientWebSocketResponse` share."""
+    """What `server_websocket.ServerWebSocket` and `aiohttp.ClientWebSocketResponse` share."""
 
     async def send_bytes(self, data: bytes, compress: int | None = None) -> None: ...
 

@@ -5,6 +5,7 @@ handles."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,11 @@ import pytest
 from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Server, Stream
+from h2.connection import H2Connection
 
 from cri.errors import CreateContainerError, NotFoundError, RuntimeError_, RuntimeUnavailableError
 from cri.remote import RemoteRuntime
-from cri.remote.client import MAX_MESSAGE_BYTES, Channel, call, rpc, server_stream
+from cri.remote.client import CLOSED_STREAMS_KEPT, MAX_MESSAGE_BYTES, Channel, call, rpc, server_stream
 from cri.remote.v1 import api_pb2 as pb
 
 Answer = Callable[[Stream[Any, Any]], Awaitable[None]]
@@ -166,5 +168,26 @@ async def test_messages_past_16_mib_are_refused(served: tuple[PartialRuntime, Ca
         with pytest.raises(RuntimeError_, match="trying to send message larger than max"):
             await call(channel.runtime.ListContainers(pb.ListContainersRequest(
                 filter=pb.ContainerFilter(id="x" * (MAX_MESSAGE_BYTES + 1)))))
+    finally:
+        await channel.close()
+
+
+async def test_the_connection_forgets_all_but_the_last_closed_streams(
+        served: tuple[PartialRuntime, Callable[[], Awaitable[str]]]) -> None:
+    """Every call is a stream of the one connection: h2's record of how closed streams ended stays bounded (its
+    default keeps 65 536), and calls go on working past the bound."""
+    runtime, start = served
+    runtime.answer("Version", pb.VersionRequest, pb.VersionResponse, _version)
+    channel = Channel(await start())
+    try:
+        calls = CLOSED_STREAMS_KEPT + 200
+        for _ in range(calls // 8):
+            replies = await asyncio.gather(*(call(channel.runtime.Version(pb.VersionRequest())) for _ in range(8)))
+            assert {r.runtime_name for r in replies} == {"test"}
+        # this channel's connection: earlier tests' connections may not be collected yet
+        client = [c for c in gc.get_objects() if isinstance(c, H2Connection) and c.config.client_side
+                  and c.highest_outbound_stream_id == 2 * calls - 1]  # odd client stream ids from 1: one per call
+        assert len(client) == 1
+        assert len(client[0]._closed_streams) <= CLOSED_STREAMS_KEPT
     finally:
         await channel.close()

@@ -16,7 +16,7 @@ from minikubelet.server.routes import Answer, Request, Routes
 from minikubelet.server.streaming import websocket
 from minikubelet.server.streaming.channels import MsgType
 from minikubelet.server.streaming.idle import IdleClosingWebSocket
-from minikubelet.server.streaming.websocket import ServerWebSocket
+from minikubelet.server.streaming.server_websocket import ServerWebSocket
 
 TIMEOUT = 0.3
 

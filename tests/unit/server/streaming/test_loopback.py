@@ -29,7 +29,7 @@ from minikubelet.server.streaming import websocket
 from minikubelet.server.streaming.channel_codec import ChannelClosed, ChannelData
 from minikubelet.server.streaming.channels import ChannelWebSocket, WebSocketTunnel
 from minikubelet.server.streaming.connection import ConnectionOptions, SpdyConnection
-from minikubelet.server.streaming.websocket import ServerWebSocket
+from minikubelet.server.streaming.server_websocket import ServerWebSocket
 
 OUTPUT = 100_000  # more than one 64 KiB window
 
