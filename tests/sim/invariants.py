@@ -15,6 +15,7 @@ from minikubelet.base.clock import FakeClock
 from minikubelet.worker.backoff import CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER
 
 TERMINAL = ("Succeeded", "Failed")
+MAX_CALLS_AT_INSTANT = 500  # a busy loop: the agent calls the runtime this often without virtual time passing
 DELETE_BOUND = 180.0  # virtual seconds after grace by which a deleted pod's worker is done (see docs/testing.md)
 # upstream flowcontrol.Backoff for containers: first restart at once, then 10 s doubling to 300 s, forgiven after
 # a run of 10 minutes. Written out here, not read from minikubelet.worker.backoff, so a change there is caught.
@@ -37,7 +38,8 @@ INVARIANTS: dict[str, str] = {
     "quiescence-clean": "once every pod is deleted and time has passed, nothing is left: containers, sandboxes, "
                         "pod dirs, volumes, log files, workers, statuses",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
-    "progress": "tasks never keep one another busy at one virtual instant (a livelock)",
+    "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
+                f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",
 }
 
 
@@ -101,6 +103,8 @@ class Checker:
     runs: dict[tuple[str, str], list[_Run]] = field(default_factory=dict)
     backoff: dict[tuple[str, str], _Backoff] = field(default_factory=dict)
     deletions: dict[str, Deletion] = field(default_factory=dict)
+    _instant: float = -1.0
+    _calls_at_instant: int = 0
     recounting: set[tuple[str, str]] = field(default_factory=set)  # removed behind the agent, until the next start
     errors: list[str] = field(default_factory=list)
     # a violation seen inside a runtime call: raising there would only fail the agent's call, so it waits here
@@ -185,6 +189,17 @@ class Checker:
 
     def deleted(self, uid: str, grace: float) -> None:
         self.deletions.setdefault(uid, Deletion(uid, self.clock.monotonic() + grace + DELETE_BOUND))
+
+    def interrupt(self) -> None:
+        if self.pending is not None:
+            raise self.pending
+        now = self.clock.monotonic()
+        calls = len(self.runtime.calls)
+        if now != self._instant:
+            self._instant, self._calls_at_instant = now, calls
+        elif calls - self._calls_at_instant > MAX_CALLS_AT_INSTANT:
+            raise Violation("progress", f"{calls - self._calls_at_instant} runtime calls at t={now:.3f} "
+                                        "without time passing (a busy loop)")
 
     # -- after every step ---------------------------------------------------------------------------------
     def check(self, statuses: list[tuple[str, dict[str, Any]]], worker_uids: set[str], active_admitted: int) -> None:

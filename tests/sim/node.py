@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
@@ -78,7 +79,12 @@ class SimNode:
 
     async def start(self, pods: list[Pod]) -> None:
         """As the agent starts: the PLEG's first relist, then the sources, then the orphans no source wants."""
-        await self.pleg.relist()
+        while True:
+            try:
+                await self.pleg.relist()
+                break
+            except RuntimeError_:  # the agent fails its start; systemd starts it again (RestartSec=1)
+                await self.clock.sleep(1.0)
         self._spawn("pleg-relist", self.pleg.run_relist())
         self._spawn("pleg-events", self.pleg.run_events())
         self.set_pods(pods)

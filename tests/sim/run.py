@@ -18,7 +18,7 @@ from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
 from tests.sim.invariants import Checker, SimRuntime, Violation
-from tests.sim.loop import Livelock, Scheduler, SimLoop
+from tests.sim.loop import Blocked, Livelock, Scheduler, SimLoop
 from tests.sim.node import SimNode
 from tests.sim.workload import FAULT_OPS, HANG_OPS, IMAGE, Event, generate, pod_for, programs
 from tests.unit.volumes.fake_mounter import FakeMounter
@@ -70,13 +70,16 @@ class Sim:
         self.gates: list[Gate] = []
         self.mounter = FakeMounter()  # the machine's mounts outlive the agent
         self.trace: list[str] = []
+        self.starting: asyncio.Task[None] | None = None
 
     def _new_node(self) -> SimNode:
         return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter)
 
-    async def start(self) -> None:
+    def start(self, pods: list[Pod]) -> None:
+        """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call
+        would stop virtual time)."""
         self.node = self._new_node()
-        await self.node.start([])
+        self.starting = asyncio.get_running_loop().create_task(self.node.start(pods), name="agent-start")
 
     def _running(self) -> list[str]:
         return sorted(o.id for o in self.runtime.objects()
@@ -126,8 +129,7 @@ class Sim:
         for q in list(self.runtime._subscribers):
             self.runtime._subscribers.discard(q)
         self.checker.agent_restarted()
-        self.node = self._new_node()
-        await self.node.start(list(self.wanted.values()))
+        self.start(list(self.wanted.values()))
 
     def check(self) -> None:
         node = self.node
@@ -162,7 +164,7 @@ class Sim:
 
 
 async def _main(sim: Sim, events: list[Event], out: Outcome, sched: Scheduler) -> None:
-    await sim.start()
+    sim.start([])
     for i, ev in enumerate(events):
         out.steps = i
         sim.trace.append(str(ev))
@@ -179,7 +181,7 @@ def run_trace(seed: int, events: list[Event]) -> Outcome:
     root = Path(tempfile.mkdtemp(prefix="mkl-sim-", dir=_TMP))
     sim = Sim(seed, root)
     loop = SimLoop(sim.clock)
-    sched = Scheduler(loop)
+    sched = Scheduler(loop, interrupt=sim.checker.interrupt)
     out = Outcome(seed, 0)
     errors = sim.checker.errors
     handler = _ErrorLog(errors)
@@ -191,7 +193,7 @@ def run_trace(seed: int, events: list[Event]) -> Outcome:
             loop.run_until_complete(task)
         except Violation as v:
             out.violation = v
-        except Livelock as e:
+        except (Livelock, Blocked) as e:
             out.violation = Violation("progress", str(e))
         if out.violation is None and errors:
             out.violation = Violation("no-crash", errors[0])
