@@ -4,6 +4,7 @@
     python -m tests.sim long --hours 8 --steps 300                  random seeds until the time is up
     python -m tests.sim replay --seed 17 --steps 100 [-v]           one seed again, step by step
     python -m tests.sim shrink --seed 17 --steps 100                the shortest trace that still fails
+    python -m tests.sim coverage --seeds 0:50 --steps 100           the planner's lines and arcs the runs reach
     ... --mutate no-backoff                                          with a bug put in on purpose
 
 Set-iteration order depends on PYTHONHASHSEED: the command runs itself again with PYTHONHASHSEED=0 so a seed
@@ -22,6 +23,7 @@ import time
 from collections.abc import Iterator
 
 from tests.sim import mutations
+from tests.sim.planner_coverage import PlannerCoverage
 from tests.sim.run import Outcome, run_seed, run_trace
 from tests.sim.shrink import shrink
 from tests.sim.workload import generate
@@ -113,7 +115,7 @@ def main(argv: list[str]) -> int:
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, "-m", "tests.sim", *argv])
     p = argparse.ArgumentParser(prog="python -m tests.sim")
-    p.add_argument("command", choices=("run", "long", "replay", "shrink"))
+    p.add_argument("command", choices=("run", "long", "replay", "shrink", "coverage"))
     p.add_argument("--seeds", default="0:400", help="run: A:B (B excluded)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=100)
@@ -131,6 +133,12 @@ def main(argv: list[str]) -> int:
         return _run_many(_random_seeds(), a.steps, a.procs, a.mutate, time.perf_counter() + a.hours * 3600,
                          a.stop_on_failure)
     _init(a.mutate)
+    if a.command == "coverage":
+        with PlannerCoverage() as cov:
+            for seed in _seeds(a.seeds):
+                run_seed(seed, a.steps)
+        print(f"{len(_seeds(a.seeds))} seeds of {a.steps} steps, {cov.report()}")
+        return 0
     if a.command == "replay":
         out: Outcome = run_seed(a.seed, a.steps)
         if a.verbose:
