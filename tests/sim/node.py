@@ -66,6 +66,7 @@ class SimNode:
         self.gc = ContainerGC(runtime, clock, containers.logs, self.workers.uids)
         self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._tasks: list[asyncio.Task[None]] = []
+        self.started = False
 
     def _worker(self, pod: Pod, adopted: bool) -> PodWorker:
         return PodWorker(pod, self.syncer, self.clock, self.metrics, resync_period=10.0, adopted=adopted)
@@ -77,8 +78,9 @@ class SimNode:
     def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
         self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
 
-    async def start(self, pods: list[Pod]) -> None:
-        """As the agent starts: the PLEG's first relist, then the sources, then the orphans no source wants."""
+    async def start(self, pods: Callable[[], list[Pod]]) -> None:
+        """As the agent starts: the PLEG's first relist, then the sources (`pods()`: what the source holds then),
+        then the orphans no source wants. Until then the source is not read (`started`)."""
         while True:
             try:
                 await self.pleg.relist()
@@ -87,14 +89,16 @@ class SimNode:
                 await self.clock.sleep(1.0)
         self._spawn("pleg-relist", self.pleg.run_relist())
         self._spawn("pleg-events", self.pleg.run_events())
-        self.set_pods(pods)
+        self.started = True
+        self.set_pods(pods())
         self.manager.adopt_orphans(self.pleg.runtime_uids)
         self._spawn("container-gc", self.gc.run())
         self._spawn("orphan-sweep", self._orphan_sweep())
         self._spawn("housekeeping", self._housekeeping())
 
     def set_pods(self, pods: list[Pod]) -> None:
-        self.config.set_source_pods(FILE_SOURCE, pods)
+        if self.started:
+            self.config.set_source_pods(FILE_SOURCE, pods)
 
     def sweep_orphans(self) -> None:
         known = set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())

@@ -75,11 +75,12 @@ class Sim:
     def _new_node(self) -> SimNode:
         return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter)
 
-    def start(self, pods: list[Pod]) -> None:
+    def start(self) -> None:
         """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call
         would stop virtual time)."""
         self.node = self._new_node()
-        self.starting = asyncio.get_running_loop().create_task(self.node.start(pods), name="agent-start")
+        self.starting = asyncio.get_running_loop().create_task(
+            self.node.start(lambda: list(self.wanted.values())), name="agent-start")
 
     def _running(self) -> list[str]:
         return sorted(o.id for o in self.runtime.objects()
@@ -129,7 +130,7 @@ class Sim:
         for q in list(self.runtime._subscribers):
             self.runtime._subscribers.discard(q)
         self.checker.agent_restarted()
-        self.start(list(self.wanted.values()))
+        self.start()
 
     def check(self) -> None:
         node = self.node
@@ -164,7 +165,7 @@ class Sim:
 
 
 async def _main(sim: Sim, events: list[Event], out: Outcome, sched: Scheduler) -> None:
-    sim.start([])
+    sim.start()
     for i, ev in enumerate(events):
         out.steps = i
         sim.trace.append(str(ev))

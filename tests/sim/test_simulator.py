@@ -55,3 +55,12 @@ def test_ci_seeds_pass_every_invariant() -> None:
              timeout=600)
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pods_reach_the_agent_only_once_it_has_started() -> None:
+    # seed 111: the agent's first relist hangs 20 s; a pod created meanwhile must wait for the start sequence (the
+    # harness once handed it over early, then the start's empty list removed it and its back-off with it)
+    events = [Event("hang", 64739, 20, 1.0), Event("create", 22233, 0, 10.0), Event("wait", 53404, 0, 30.0),
+              Event("create", 14128, 0, 10.0)]
+    out = run_trace(111, events)
+    assert out.violation is None, out.violation
