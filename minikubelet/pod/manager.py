@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from cgroups.qos import qos_class
 from cri.types import ANNOTATION_GRACE_PERIOD, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID
@@ -79,6 +80,7 @@ class PodManager:
         self.desired: dict[str, Pod] = {}  # uid -> pod, over all sources
         self._waiting: dict[str, Pod] = {}  # uid -> pod blocked behind an older pod of the same full name
         self._rejected: set[str] = set()
+        self._rejections: dict[str, dict[str, Any]] = {}  # uid -> the status _reject wrote
         self.runtime_only: set[str] = set()  # uids of runtime pods no source knows, stopped by adopt_orphans
         self.mirror_count: Callable[[], int] = lambda: 0  # joined: the mirror pods the API source sees
         self.allocation: AllocationManager | None = None  # in-place resize: admission keeps the allocation
@@ -128,7 +130,9 @@ class PodManager:
             self.allocation.remove_pod(uid)
         if uid in self._rejected:
             self._rejected.discard(uid)
-            self.statuses.remove_pod(uid)
+            self._rejections.pop(uid, None)
+            if uid not in self.workers:
+                self.statuses.remove_pod(uid)
             return
         w = self.workers.get(uid)
         if w is None:
@@ -212,9 +216,10 @@ class PodManager:
     def _reject(self, pod: Pod, reason: str, message: str) -> None:
         """Upstream rejectPod: Failed with the reason, the message prefixed, the pod's QoS class."""
         self._rejected.add(podview.uid(pod))
-        self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason,
-                                           "message": f"Pod was rejected: {message}", "qosClass": qos_class(PodView.of(pod)),
-                                           "startTime": rfc3339(self._clock.now())})
+        status = {"phase": "Failed", "reason": reason, "message": f"Pod was rejected: {message}",
+                  "qosClass": qos_class(PodView.of(pod)), "startTime": rfc3339(self._clock.now())}
+        self._rejections[podview.uid(pod)] = status
+        self.statuses.set_pod_status(pod, status)
         # no worker will ever run it: its status is final at once (upstream: a deleted rejected pod gets a pod
         # worker that terminates nothing and ends in TerminatePod), so its deletion can complete
         self.statuses.terminate_pod(pod)
@@ -224,6 +229,11 @@ class PodManager:
     def worker_finished(self, uid: str, pod: Pod) -> None:
         """Called by the pod workers when a removed pod's worker has cleaned up: admit who waited for it."""
         self.runtime_only.discard(uid)
+        rejection = self._rejections.get(uid)
+        if rejection is not None and uid in self.desired:
+            # what a rejected pod ran before an agent restart is stopped (adopt_orphans); its rejection stands
+            self.statuses.set_pod_status(self.desired[uid], rejection)
+            self.statuses.terminate_pod(self.desired[uid])
         full = podview.full_name(pod)
         for wuid, p in list(self._waiting.items()):
             if podview.full_name(p) == full and wuid in self.desired:
@@ -249,10 +259,12 @@ class PodManager:
 
     # --- runtime adoption -----------------------------------------------------------------
     def adopt_orphans(self, runtime_uids: Mapping[str, Mapping[str, str]]) -> int:
-        """Stop pods the runtime runs that no source wants (removed while the agent was down); how many."""
+        """Stop pods the runtime runs that no source wants (removed while the agent was down), or that admission
+        rejected now (admitted before an agent restart, rejected after it: upstream HandlePodCleanups kills every
+        running pod no worker syncs); how many."""
         count = 0
         for uid, labels in runtime_uids.items():
-            if uid in self.desired or uid in self.workers:
+            if uid in self.workers or (uid in self.desired and uid not in self._rejected):
                 continue
             try:
                 grace = int(labels.get("annotation." + ANNOTATION_GRACE_PERIOD, labels.get(ANNOTATION_GRACE_PERIOD, "30")))

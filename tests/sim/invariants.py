@@ -1,0 +1,252 @@
+"""The invariants the simulator checks after every step (and some at the instant a runtime object starts). Each
+has a name and a one-line statement; docs/testing.md lists them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cri.fake import FakeRuntime, _Object
+from cri.types import ContainerState
+from minikubelet.base.clock import FakeClock
+from minikubelet.worker.backoff import CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER
+
+TERMINAL = ("Succeeded", "Failed")
+MAX_CALLS_AT_INSTANT = 500  # a busy loop: the agent calls the runtime this often without virtual time passing
+DELETE_BOUND = 180.0  # virtual seconds after grace by which a deleted pod's worker is done (see docs/testing.md)
+# upstream flowcontrol.Backoff for containers: first restart at once, then 10 s doubling to 300 s, forgiven after
+# a run of 10 minutes. Written out here, not read from minikubelet.worker.backoff, so a change there is caught.
+UPSTREAM_BACKOFF_INITIAL = 10.0
+UPSTREAM_BACKOFF_MAX = 300.0
+UPSTREAM_RESET_AFTER = 600.0
+assert (CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER) == (  # the agent's own, for the reader
+    UPSTREAM_BACKOFF_INITIAL, UPSTREAM_BACKOFF_MAX, UPSTREAM_RESET_AFTER)
+
+INVARIANTS: dict[str, str] = {
+    "one-running-instance": "never two running instances of one container (pod uid, name) at once",
+    "one-ready-sandbox": "never two running sandboxes of one pod at once",
+    "terminal-phase-final": "a pod whose phase is Succeeded or Failed never runs a container again and never "
+                            "leaves that phase",
+    "restart-counts-monotonic": "a container's restartCount never decreases",
+    "backoff-schedule": "a container is never restarted sooner than upstream's crash-loop back-off allows",
+    "admitted-within-capacity": "the pods admitted and not terminated never exceed the node's max pods",
+    "deleted-pod-finishes": "a deleted pod's worker is done and nothing of it runs within its grace + "
+                            f"{DELETE_BOUND:.0f} s",
+    "quiescence-clean": "once every pod is deleted and time has passed, nothing is left: containers, sandboxes, "
+                        "pod dirs, volumes, log files, workers, statuses",
+    "no-crash": "no pod worker or loop dies of an unexpected exception",
+    "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
+                f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",
+}
+
+
+class Violation(Exception):
+    def __init__(self, name: str, message: str) -> None:
+        assert name in INVARIANTS, name
+        self.name = name
+        self.message = message
+        super().__init__(f"{name}: {message}")
+
+
+@dataclass
+class _Run:
+    """One run of one container attempt, as the runtime saw it."""
+
+    started: float
+    finished: float | None = None
+    vanished: bool = False
+
+
+@dataclass
+class _Backoff:
+    delay: float = 0.0  # 0: no entry (the next restart may be immediate)
+    last_update: float = 0.0
+
+
+@dataclass
+class Deletion:
+    uid: str
+    deadline: float  # monotonic
+
+
+class SimRuntime(FakeRuntime):
+    """FakeRuntime that tells the checker of every start and exit as it happens."""
+
+    def __init__(self, clock: FakeClock, **kwargs: Any) -> None:
+        super().__init__(clock, **kwargs)
+        self.on_start: Callable[[_Object], None] = lambda _o: None
+        self.on_exit: Callable[[_Object, bool], None] = lambda _o, _v: None
+        self.vanishing = False
+
+    def _start(self, obj: _Object) -> None:
+        self.on_start(obj)
+        super()._start(obj)
+
+    def _exit(self, obj: _Object, exit_code: int, reason: str, message: str, emit: bool = True) -> None:
+        super()._exit(obj, exit_code, reason, message, emit)
+        self.on_exit(obj, self.vanishing)
+
+    def objects(self) -> list[_Object]:
+        return list(self._objects.values())
+
+
+@dataclass
+class Checker:
+    runtime: SimRuntime
+    clock: FakeClock
+    max_pods: int
+    terminal: dict[str, tuple[str, float]] = field(default_factory=dict)  # uid -> (phase, wall time first seen)
+    restarts: dict[tuple[str, str], int] = field(default_factory=dict)
+    runs: dict[tuple[str, str], list[_Run]] = field(default_factory=dict)
+    backoff: dict[tuple[str, str], _Backoff] = field(default_factory=dict)
+    deletions: dict[str, Deletion] = field(default_factory=dict)
+    _instant: float = -1.0
+    _calls_at_instant: int = 0
+    recounting: set[tuple[str, str]] = field(default_factory=set)  # removed behind the agent, until the next start
+    errors: list[str] = field(default_factory=list)
+    # a violation seen inside a runtime call: raising there would only fail the agent's call, so it waits here
+    pending: Violation | None = None
+
+    def __post_init__(self) -> None:
+        self.runtime.on_start = self.on_start
+        self.runtime.on_exit = self.on_exit
+
+    # -- at the instant -----------------------------------------------------------------------------------
+    def on_start(self, obj: _Object) -> None:
+        try:
+            self._on_start(obj)
+        except Violation as v:
+            self.pending = self.pending or v
+
+    def _on_start(self, obj: _Object) -> None:
+        uid = obj.pod.uid
+        for other in self.runtime.objects():
+            if other is obj or other.state is not ContainerState.RUNNING or other.pod.uid != uid:
+                continue
+            if obj.is_sandbox and other.is_sandbox:
+                raise Violation("one-ready-sandbox", f"pod {uid}: sandbox {obj.name} starts while {other.name} runs")
+            if not obj.is_sandbox and not other.is_sandbox and other.container.name == obj.container.name:
+                raise Violation("one-running-instance",
+                                f"pod {uid}: {obj.name} starts while {other.name} runs")
+        if obj.is_sandbox:
+            return
+        if uid in self.terminal:
+            phase, at = self.terminal[uid]
+            raise Violation("terminal-phase-final", f"pod {uid} was {phase} at {at:.1f}, container {obj.name} "
+                                                    f"starts at {self.clock.now():.1f}")
+        self.recounting.discard((uid, obj.container.name))
+        self._check_backoff(uid, obj.container.name)
+
+    def _check_backoff(self, uid: str, name: str) -> None:
+        key = (uid, name)
+        now = self.clock.now()
+        runs = self.runs.setdefault(key, [])
+        prev = runs[-1] if runs else None
+        runs.append(_Run(now))
+        if prev is None:
+            return
+        if prev.finished is None or prev.vanished:
+            # its status is gone (removed behind the agent's back, or never seen exiting): no back-off to keep
+            self.backoff.pop(key, None)
+            return
+        b = self.backoff.get(key)
+        if b is None or prev.finished - b.last_update > UPSTREAM_RESET_AFTER:
+            self.backoff[key] = _Backoff(UPSTREAM_BACKOFF_INITIAL, now)
+            return
+        if now - prev.finished < b.delay - 1e-6:
+            raise Violation("backoff-schedule", f"pod {uid} container {name}: restarted {now - prev.finished:.1f} s "
+                                                f"after its exit, back-off is {b.delay:.0f} s")
+        b.delay = min(b.delay * 2, UPSTREAM_BACKOFF_MAX)
+        b.last_update = now
+
+    def on_exit(self, obj: _Object, vanished: bool) -> None:
+        if obj.is_sandbox:
+            return
+        runs = self.runs.get((obj.pod.uid, obj.container.name))
+        if runs and runs[-1].finished is None:
+            runs[-1].finished = self.clock.now()
+            runs[-1].vanished = vanished
+
+    def removed_behind_agent(self, uid: str, name: str) -> None:
+        """The newest instance of a container is removed by someone else: the status then shows the restart count
+        of the newest one left, as upstream's does (the count goes on from it), so the count starts over."""
+        self.restarts.pop((uid, name), None)
+        self.recounting.add((uid, name))
+
+    def agent_restarted(self) -> None:
+        """The agent keeps back-off, a file pod's phase and its admission in memory (as upstream does for static
+        pods): after a restart the pods are admitted afresh, in source order, and may be rejected or admitted
+        differently, so the per-pod history of phase, restart count and back-off starts over."""
+        self.backoff.clear()
+        self.terminal.clear()
+        self.restarts.clear()
+        for runs in self.runs.values():
+            if runs:
+                runs[-1].vanished = True
+
+    def deleted(self, uid: str, grace: float) -> None:
+        self.deletions.setdefault(uid, Deletion(uid, self.clock.monotonic() + grace + DELETE_BOUND))
+
+    def interrupt(self) -> None:
+        if self.pending is not None:
+            raise self.pending
+        now = self.clock.monotonic()
+        calls = len(self.runtime.calls)
+        if now != self._instant:
+            self._instant, self._calls_at_instant = now, calls
+        elif calls - self._calls_at_instant > MAX_CALLS_AT_INSTANT:
+            raise Violation("progress", f"{calls - self._calls_at_instant} runtime calls at t={now:.3f} "
+                                        "without time passing (a busy loop)")
+
+    # -- after every step ---------------------------------------------------------------------------------
+    def check(self, statuses: list[tuple[str, dict[str, Any]]], worker_uids: set[str], active_admitted: int) -> None:
+        if self.pending is not None:
+            raise self.pending
+        if self.errors:
+            raise Violation("no-crash", self.errors[0])
+        now = self.clock.now()
+        for uid, status in statuses:
+            phase = str(status.get("phase") or "")
+            seen = self.terminal.get(uid)
+            if seen is not None and phase != seen[0]:
+                raise Violation("terminal-phase-final", f"pod {uid} was {seen[0]} at {seen[1]:.1f}, now {phase}")
+            if seen is None and phase in TERMINAL:
+                self.terminal[uid] = (phase, now)
+            for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+                key = (uid, str(cs.get("name")))
+                count = int(cs.get("restartCount") or 0)
+                if count < self.restarts.get(key, 0) and key not in self.recounting:
+                    raise Violation("restart-counts-monotonic",
+                                    f"pod {uid} container {key[1]}: restartCount {self.restarts[key]} -> {count}")
+                self.restarts[key] = count
+        if active_admitted > self.max_pods:
+            raise Violation("admitted-within-capacity", f"{active_admitted} pods admitted, max pods {self.max_pods}")
+        mono = self.clock.monotonic()
+        for d in list(self.deletions.values()):
+            if mono <= d.deadline:
+                continue
+            running = [o.name for o in self.runtime.objects()
+                       if o.pod.uid == d.uid and o.state is ContainerState.RUNNING]
+            if d.uid in worker_uids or running:
+                raise Violation("deleted-pod-finishes", f"pod {d.uid}: worker alive={d.uid in worker_uids}, "
+                                                        f"running={running} at {mono:.1f} (deadline {d.deadline:.1f})")
+            del self.deletions[d.uid]
+
+    def check_clean(self, root: Path, worker_uids: set[str], statuses: int) -> None:
+        left = [f"{'sandbox' if o.is_sandbox else 'container'} {o.name}" for o in self.runtime.objects()]
+        if left:
+            raise Violation("quiescence-clean", f"runtime objects left: {left[:5]}")
+        for sub in ("pods", "logs", "containers"):
+            d = root / sub
+            if d.exists():
+                found = [str(Path(dp, f).relative_to(root)) for dp, _dn, fs in os.walk(d) for f in fs]
+                found += [str(Path(dp).relative_to(root)) for dp, dn, _fs in os.walk(d) if dp != str(d) and not dn]
+                if found:
+                    raise Violation("quiescence-clean", f"files left: {sorted(found)[:5]}")
+        if worker_uids:
+            raise Violation("quiescence-clean", f"pod workers left: {sorted(worker_uids)}")
+        if statuses:
+            raise Violation("quiescence-clean", f"{statuses} pod statuses left")

@@ -1,0 +1,111 @@
+"""The simulator's event loop: asyncio whose clock is the FakeClock, driven by the simulation instead of a
+selector, so every sleep and timer advances virtual time at once and the order of callbacks depends only on the
+seed's inputs."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import selectors
+from collections import deque
+from collections.abc import Callable
+from typing import Any, cast
+
+from minikubelet.base.clock import FakeClock
+
+
+class Livelock(Exception):
+    """Tasks kept one another runnable at one virtual instant without ever becoming idle."""
+
+
+class Blocked(Exception):
+    """The loop would wait in its selector: the driver itself waits on agent code (a harness bug)."""
+
+
+class _NeverWait(selectors.DefaultSelector):
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout is None or timeout > 0:
+            raise Blocked("nothing is runnable and the simulation driver waits: the loop would block")
+        return super().select(0)
+
+
+class SimLoop(asyncio.SelectorEventLoop):
+    """asyncio's own loop (its ready queue and timer heap unchanged), with `time()` on the FakeClock: a
+    `call_later` or `asyncio.wait_for` deadline falls due when the simulation moves the clock past it."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(_NeverWait())
+        self.clock = clock
+
+    def time(self) -> float:
+        return self.clock.monotonic()
+
+    @property
+    def ready(self) -> deque[Any]:
+        return cast("deque[Any]", self._ready)  # type: ignore[attr-defined]
+
+    @property
+    def timers(self) -> list[Any]:
+        return cast("list[Any]", self._scheduled)  # type: ignore[attr-defined]
+
+
+class Scheduler:
+    """Moves virtual time: runs every task until all wait, then jumps to the next deadline (a clock sleeper or
+    a loop timer). The driver runs as a task of the loop, so the loop never blocks in its selector."""
+
+    def __init__(self, loop: SimLoop, max_spins: int = 5_000, max_instant: int = 2_000,
+                 interrupt: Callable[[], None] = lambda: None) -> None:
+        """`interrupt()` runs whenever the tasks wait; it raises to end the run (a violation seen mid-step)."""
+        self.loop = loop
+        self.clock = loop.clock
+        self.max_spins = max_spins
+        self.max_instant = max_instant
+        self.interrupt = interrupt
+        self._instant = -1.0
+        self._spins = 0  # loop iterations at this virtual instant, over every settle
+
+    async def settle(self) -> None:
+        """Run until every task waits (nothing ready at this instant)."""
+        ready = self.loop.ready
+        while True:
+            await asyncio.sleep(0)
+            self.interrupt()
+            now = self.clock.monotonic()
+            if now != self._instant:
+                self._instant, self._spins = now, 0
+            self._spins += 1
+            if self._spins > self.max_spins:
+                raise Livelock(f"still busy after {self.max_spins} loop iterations at t={now:.3f}")
+            if not ready:
+                return
+
+    def next_deadline(self) -> float | None:
+        sleepers = self.clock._sleepers
+        best = min((d for d, fut in sleepers if not fut.done()), default=None)
+        timers = self.loop.timers
+        while timers and timers[0]._cancelled:
+            heapq.heappop(timers)
+        if timers:
+            when = float(timers[0].when())
+            best = when if best is None else min(best, when)
+        return best
+
+    async def run_for(self, seconds: float) -> None:
+        """Advance `seconds` of virtual time, waking every sleeper and timer at its own deadline."""
+        await self.settle()
+        end = self.clock.monotonic() + seconds
+        last, same = -1.0, 0
+        while True:
+            nxt = self.next_deadline()
+            now = self.clock.monotonic()
+            same = same + 1 if now == last else 0
+            last = now
+            if same > self.max_instant:
+                raise Livelock(f"timers kept falling due at t={now:.3f} without time passing")
+            if nxt is None or nxt > end:
+                if end > now:
+                    self.clock.advance(end - now)
+                    await self.settle()
+                return
+            self.clock.advance(max(0.0, nxt - now))
+            await self.settle()

@@ -1,0 +1,38 @@
+"""Bugs put into the agent on purpose, to show the simulator finds them (`--mutate NAME`; docs/testing.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from minikubelet.base.podview import PodView
+from minikubelet.worker.backoff import Backoff
+from minikubelet.worker.sync import PodSyncer
+
+
+def _no_backoff() -> None:
+    """A crashed container is restarted at once, every time (the crash-loop back-off is gone)."""
+    Backoff.in_backoff_since = lambda self, key, event_time: False  # type: ignore[method-assign]
+    Backoff.remaining = lambda self, key, event_time: 0.0  # type: ignore[method-assign]
+
+
+def _stuck_never_started() -> None:
+    """A deleted pod none of whose containers was ever created is never cleaned up: its worker retries for ever
+    (the pod stays Terminating), the bug class of issue 32's "deleted pod whose containers never started"."""
+    cleanup = PodSyncer.cleanup
+
+    async def mutated(self: PodSyncer, view: PodView) -> bool:
+        state = await self.observe(view.uid)
+        if not state.containers:
+            return False
+        return await cleanup(self, view)
+
+    PodSyncer.cleanup = mutated  # type: ignore[method-assign]
+
+
+MUTATIONS: dict[str, Callable[[], None]] = {"no-backoff": _no_backoff, "stuck-never-started": _stuck_never_started}
+
+
+def apply(name: str) -> None:
+    if name not in MUTATIONS:
+        raise SystemExit(f"unknown mutation {name!r}: one of {', '.join(MUTATIONS)}")
+    MUTATIONS[name]()

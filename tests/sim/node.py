@@ -1,0 +1,125 @@
+"""The agent's pod managers wired as the agent wires them (minikubelet/services/: pod sources and merge, pod manager
+and admission, pod workers, PLEG relist and events, status manager, container GC, the orphan pod dir sweep) on a
+FakeRuntime and the simulation's FakeClock. A crash drops every task and object of the agent but the runtime and
+the disk; the next SimNode starts from them as the agent does after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from cri.errors import RuntimeError_
+from cri.fake import FakeRuntime
+from minikubelet.base.clock import FakeClock
+from minikubelet.base.podview import Pod
+from minikubelet.events import EventRecorder
+from minikubelet.metrics import Metrics
+from minikubelet.pod.admission import MaxPodsAdmitHandler
+from minikubelet.pod.manager import PodManager
+from minikubelet.runtime.pleg import PLEG
+from minikubelet.sources.merge import PodConfig
+from minikubelet.status.manager import StatusManager
+from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
+from minikubelet.worker.backoff import (
+    CONTAINER_BACKOFF_INITIAL,
+    CONTAINER_BACKOFF_MAX,
+    IMAGE_BACKOFF_INITIAL,
+    IMAGE_BACKOFF_MAX,
+    Backoff,
+)
+from minikubelet.worker.containers import Containers
+from minikubelet.worker.gc import ContainerGC
+from minikubelet.worker.images import ImagePuller
+from minikubelet.worker.sync import PodSyncer
+from minikubelet.worker.workers import PodWorker, PodWorkers
+from tests.unit.volumes.fake_mounter import FakeMounter
+
+ORPHAN_SWEEP_PERIOD = 60.0  # services/housekeeping.py
+FILE_SOURCE = "file"
+
+
+class SimNode:
+    def __init__(self, root: Path, runtime: FakeRuntime, clock: FakeClock, max_pods: int,
+                 on_finished: Callable[[str], None], mounter: FakeMounter) -> None:
+        self.root = root
+        self.runtime = runtime
+        self.clock = clock
+        self.recorder = EventRecorder(clock, "node-1")
+        self.metrics = Metrics(now=clock.now)
+        self.statuses = StatusManager(clock.monotonic, self.metrics)
+        self.container_backoff = Backoff(clock, CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
+        images = ImagePuller(runtime, Backoff(clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX), self.recorder,
+                             self.metrics, clock)
+        containers = Containers(runtime, clock, self.recorder, self.metrics, self.container_backoff, images, None,
+                                str(root), str(root / "logs"), "10.0.0.1", legacy_log_dir=str(root / "containers"), mounter=mounter)
+        self.logs = containers.logs
+        self.syncer = PodSyncer(runtime, clock, self.recorder, self.metrics, containers, images,
+                                self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
+        self.syncer.container_id_scheme = runtime.runtime_version.container_id_scheme
+        self._on_finished = on_finished
+        self.workers = PodWorkers(self._worker, on_finished=self._finished)
+        self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(max_pods)], clock,
+                                  self.recorder, metrics=self.metrics)
+        self.config = PodConfig(self.manager.handle)
+        self.gc = ContainerGC(runtime, clock, containers.logs, self.workers.uids)
+        self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started = False
+
+    def _worker(self, pod: Pod, adopted: bool) -> PodWorker:
+        return PodWorker(pod, self.syncer, self.clock, self.metrics, resync_period=10.0, adopted=adopted)
+
+    def _finished(self, uid: str, pod: Pod) -> None:
+        self.manager.worker_finished(uid, pod)
+        self._on_finished(uid)
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro, name=name))
+
+    async def start(self, pods: Callable[[], list[Pod]]) -> None:
+        """As the agent starts: the PLEG's first relist, then the sources (`pods()`: what the source holds then),
+        then the orphans no source wants. Until then the source is not read (`started`)."""
+        while True:
+            try:
+                await self.pleg.relist()
+                break
+            except RuntimeError_:  # the agent fails its start; systemd starts it again (RestartSec=1)
+                await self.clock.sleep(1.0)
+        self._spawn("pleg-relist", self.pleg.run_relist())
+        self._spawn("pleg-events", self.pleg.run_events())
+        self.started = True
+        self.set_pods(pods())
+        self.manager.adopt_orphans(self.pleg.runtime_uids)
+        self._spawn("container-gc", self.gc.run())
+        self._spawn("orphan-sweep", self._orphan_sweep())
+        self._spawn("housekeeping", self._housekeeping())
+
+    def set_pods(self, pods: list[Pod]) -> None:
+        if self.started:
+            self.config.set_source_pods(FILE_SOURCE, pods)
+
+    def sweep_orphans(self) -> None:
+        known = set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())
+        cleanup_orphaned_pod_dirs(str(self.root), known)
+
+    async def _orphan_sweep(self) -> None:
+        while True:
+            await self.clock.sleep(ORPHAN_SWEEP_PERIOD)
+            self.sweep_orphans()
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await self.clock.sleep(2.0)
+            self.container_backoff.gc()
+            self.manager.restart_unknown()
+
+    async def crash(self) -> None:
+        """kill -9: every task ends where it is; nothing is cleaned up."""
+        tasks = [*self._tasks, *(w.task for w in (self.workers.get(u) for u in self.workers.uids())
+                                 if w is not None and w.task is not None)]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tasks.clear()
