@@ -13,6 +13,7 @@ from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.events import EventRecorder
+from minikubelet.explain.record import Admission, ExplainStore, cut
 from minikubelet.metrics import Metrics, admission_rejection_reason
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
 from minikubelet.pod.allocation import (
@@ -82,6 +83,7 @@ class PodManager:
         self.runtime_only: set[str] = set()  # uids of runtime pods no source knows, stopped by adopt_orphans
         self.mirror_count: Callable[[], int] = lambda: 0  # joined: the mirror pods the API source sees
         self.allocation: AllocationManager | None = None  # in-place resize: admission keeps the allocation
+        self.explain: ExplainStore | None = None  # admission decisions for `explain`
 
     # --- updates from the source merge ----------------------------------------------------
     def handle(self, update: PodUpdate) -> None:
@@ -129,6 +131,8 @@ class PodManager:
         if uid in self._rejected:
             self._rejected.discard(uid)
             self.statuses.remove_pod(uid)
+            if self.explain is not None:
+                self.explain.forget(uid)
             return
         w = self.workers.get(uid)
         if w is None:
@@ -177,6 +181,8 @@ class PodManager:
             self._metrics.admission_rejections.labels(admission_rejection_reason(result.reason)).inc()
             self._reject(pod, result.reason, result.message)
             return
+        if self.explain is not None:
+            self.explain.admitted(uid, podview.namespace(pod), podview.name(pod), Admission(True, at=self._clock.now()))
         self.workers.update_pod(pod)
         if self.allocation is not None:
             self.allocation.pod_added(pod)
@@ -219,6 +225,9 @@ class PodManager:
         # worker that terminates nothing and ends in TerminatePod), so its deletion can complete
         self.statuses.terminate_pod(pod)
         self._recorder.pod_event(pod, "Warning", reason, message)
+        if self.explain is not None:
+            self.explain.admitted(podview.uid(pod), podview.namespace(pod), podview.name(pod),
+                                  Admission(False, reason, cut(message), self._clock.now()))
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})
 
     def worker_finished(self, uid: str, pod: Pod) -> None:

@@ -1,0 +1,192 @@
+"""`explain` on the fake runtime: each reason class the test creates is the cause the document names, and every
+document the tests produce validates against docs/explain.schema.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from cri.fake import Program
+from cri.types import ExecResult
+from minikubelet.base.prometheus import CollectorRegistry
+from minikubelet.explain.client import render_wide
+from minikubelet.explain.record import ExplainStore
+from minikubelet.services.explain import PodExplainer
+from minikubelet.worker.explain_record import SyncExplainer
+from minikubelet.worker.probe_results import ManagerProbeSource
+from probes.manager import ProbeManager
+from tests.unit.fake_node import IMAGE, FakeNode, make_pod, running_node
+
+SCHEMA = json.loads((Path(__file__).parents[3] / "docs" / "explain.schema.json").read_text())
+
+
+class ExplainedNode:
+    """A FakeNode with a prober and `explain` wired as the agent wires it (services.explain.explain_pods)."""
+
+    def __init__(self, node: FakeNode, prober: ProbeManager) -> None:
+        self.node = node
+        self.store = ExplainStore()
+        self.explainer = PodExplainer(self.store, node.clock, lambda: [*node.workers.pods(),
+                                                                       *node.manager.desired.values()],
+                                      node.statuses, node.recorder, node.runtime, lambda: prober, lambda: None,
+                                      lambda: None, None, lambda _uid: None)
+        node.syncer.explain = SyncExplainer(self.store, node.clock, node.container_backoff, node.images,
+                                            self.explainer.probe_detail)
+        node.manager.explain = self.store
+
+    async def explain(self, name: str = "p") -> dict[str, Any]:
+        doc = await self.explainer.explain("default", name)
+        assert doc is not None
+        jsonschema.validate(doc, SCHEMA)
+        render_wide(doc)  # the table renders every document
+        return doc
+
+    async def container(self, name: str, pod: str = "p") -> dict[str, Any]:
+        doc = await self.explain(pod)
+        return next(c for c in doc["decision"]["containers"] if c["name"] == name)
+
+
+@pytest.fixture
+async def en(tmp_path: Path) -> AsyncIterator[ExplainedNode]:
+    holder: list[FakeNode] = []
+    prober: ProbeManager | None = None
+
+    def wake(uid: str) -> None:
+        holder[0].workers.wake(uid)
+
+    async with running_node(tmp_path, max_pods=1) as probe_less:
+        prober = ProbeManager(probe_less.runtime, probe_less.clock, CollectorRegistry(), wake,
+                              events=probe_less.recorder.pod_event, rng=lambda: 0.0)
+        async with running_node(tmp_path / "n", max_pods=1, runtime=probe_less.runtime,
+                                probes=ManagerProbeSource(prober)) as node:
+            holder.append(node)
+            yield ExplainedNode(node, prober)
+        await prober.close()
+
+
+async def test_crash_loop_names_the_backoff_the_restarts_and_the_exit_codes(en: ExplainedNode) -> None:
+    node = en.node
+    node.runtime.program("app", Program(exit_on_start=3))
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    await node.advance(11)
+    app = await en.container("app")
+    assert app["action"] == "wait" and app["reason"] == "CrashLoopBackOff"
+    assert app["restartCount"] >= 1 and app["exitCodes"][0] == 3
+    assert 0 < app["backoffRemainingSeconds"] <= app["backoffSeconds"]
+    assert "back-off" in app["message"]
+    doc = await en.explain()
+    assert doc["admission"]["admitted"] is True and doc["lifecycle"]["stage"] == "syncing"
+    assert any(e["reason"] == "BackOff" for e in doc["events"])
+
+
+async def test_an_image_that_never_pulls_names_the_last_pull_error(en: ExplainedNode) -> None:
+    node = en.node
+    node.runtime.fail_pull("registry.invalid/nope:1", "manifest unknown")
+    node.config.set_source_pods("file", [make_pod(containers=[{"name": "app", "image": "registry.invalid/nope:1"}])])
+    await node.settle()
+    await node.advance(2)
+    app = await en.container("app")
+    assert app["image"] == "registry.invalid/nope:1"
+    assert app["reason"] == "ImagePullBackOff" and "manifest unknown" in app["lastPullError"]
+    assert app["backoffRemainingSeconds"] > 0
+
+
+async def test_a_stuck_init_container_is_what_the_app_waits_on(en: ExplainedNode) -> None:
+    node = en.node
+    node.runtime.program("setup", Program(exit_on_start=1))
+    node.config.set_source_pods("file", [make_pod(inits=[{"name": "setup", "image": IMAGE}])])
+    await node.settle()
+    await node.advance(11)
+    app = await en.container("app")
+    assert app["action"] == "wait" and app["reason"] == "WaitingOnInit" and app["initContainer"] == "setup"
+    assert "waiting on init container setup" in app["message"]
+    setup = await en.container("setup")
+    assert setup["kind"] == "init" and setup["reason"] == "CrashLoopBackOff" and setup["exitCodes"][0] == 1
+
+
+async def test_a_missing_config_map_key_is_a_create_container_config_error(en: ExplainedNode) -> None:
+    node = en.node
+    env = [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}}]
+    node.config.set_source_pods("file", [make_pod(containers=[{"name": "app", "image": IMAGE, "env": env}])])
+    await node.settle()
+    app = await en.container("app")
+    assert app["action"] == "wait" and app["reason"] == "CreateContainerConfigError"
+    assert "settings" in app["message"]
+
+
+async def test_a_liveness_kill_keeps_the_probe_results_that_caused_it(en: ExplainedNode) -> None:
+    node = en.node
+
+    def exec_handler(cid: str, cmd: list[str]) -> ExecResult:
+        return ExecResult(exit_code=1, stdout=b"db unreachable\n")
+
+    node.runtime.set_exec(exec_handler)
+    probe = {"exec": {"command": ["check"]}, "periodSeconds": 5, "failureThreshold": 2}
+    node.config.set_source_pods("file", [make_pod(containers=[{"name": "app", "image": IMAGE,
+                                                               "livenessProbe": probe}])])
+    await node.settle()
+    await node.advance(12)
+    doc = await en.explain()
+    kills = doc["decision"].get("lastKills") or []
+    assert kills, doc["decision"]
+    kill = kills[0]
+    assert kill["name"] == "app" and kill["reason"] == "LivenessProbe" and kill["action"] == "restart"
+    assert kill["probe"]["result"] == "Failure" and "db unreachable" in kill["probe"]["output"]
+    assert kill["probe"]["failureThreshold"] == 2
+    probes = [p for p in doc["probes"] if p["kind"] == "liveness"]
+    assert probes and probes[0]["lastRun"]["result"] == "Failure"
+
+
+async def test_a_rejected_pod_names_the_predicate_and_its_numbers(en: ExplainedNode) -> None:
+    node = en.node
+    node.config.set_source_pods("file", [make_pod(), make_pod(name="q", uid="uid-2")])
+    await node.settle()
+    doc = await en.explain("q")
+    assert doc["admission"]["admitted"] is False and doc["admission"]["reason"] == "OutOfpods"
+    assert "requested: 1, used: 1, capacity: 1" in doc["admission"]["message"]
+    assert doc["lifecycle"]["stage"] == "terminated" and doc["decision"] is None
+    assert doc["status"]["phase"] == "Failed"
+
+
+async def test_a_terminating_pod_says_what_its_end_waits_for(en: ExplainedNode) -> None:
+    node = en.node
+    node.runtime.program("app", Program(ignore_stop_signal=True))
+    pod = make_pod(terminationGracePeriodSeconds=30)
+    node.config.set_source_pods("file", [pod])
+    await node.settle()
+    deleted = json.loads(json.dumps(pod))
+    deleted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    deleted["metadata"]["deletionGracePeriodSeconds"] = 30
+    node.config.set_source_pods("file", [deleted])
+    await node.settle()
+    doc = await en.explain()
+    assert doc["lifecycle"]["stage"] == "terminating"
+    assert doc["lifecycle"]["kill"]["reason"] == "Deleted" and doc["lifecycle"]["kill"]["gracePeriodSeconds"] == 30
+    assert any(w.startswith("containers to stop: app") for w in doc["deleteWaitsFor"])
+    await node.advance(35, step=5)
+    doc = await en.explain()
+    assert doc["lifecycle"]["stage"] == "terminated"
+    assert not any(w.startswith("containers to stop") for w in doc["deleteWaitsFor"])
+
+
+async def test_an_idle_pod_records_nothing_new_on_its_resyncs(en: ExplainedNode) -> None:
+    node = en.node
+    node.config.set_source_pods("file", [make_pod()])
+    await node.advance(30, step=10)
+    rec = en.store.get("uid-1")
+    assert rec is not None and rec.decision is not None
+    decision, decided_at = rec.decision, rec.decided_at
+    await node.advance(60, step=10)
+    assert rec.decision is decision and rec.decided_at == decided_at and rec.syncs > 1
+    app = await en.container("app")
+    assert app["action"] == "keep" and app["reason"] == "Running"
+
+
+async def test_an_unknown_pod_has_no_document(en: ExplainedNode) -> None:
+    assert await en.explainer.explain("default", "nobody") is None
