@@ -6,67 +6,19 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import jsonschema
 import pytest
 
 from cri.fake import Program
 from cri.types import ExecResult
-from minikubelet.base.prometheus import CollectorRegistry
-from minikubelet.explain.client import render_wide
-from minikubelet.explain.record import ExplainStore
-from minikubelet.services.explain import PodExplainer
-from minikubelet.worker.explain_record import SyncExplainer
-from minikubelet.worker.probe_results import ManagerProbeSource
-from probes.manager import ProbeManager
-from tests.unit.fake_node import IMAGE, FakeNode, make_pod, running_node
-
-SCHEMA = json.loads((Path(__file__).parents[3] / "docs" / "explain.schema.json").read_text())
-
-
-class ExplainedNode:
-    """A FakeNode with a prober and `explain` wired as the agent wires it (services.explain.explain_pods)."""
-
-    def __init__(self, node: FakeNode, prober: ProbeManager) -> None:
-        self.node = node
-        self.store = ExplainStore()
-        self.explainer = PodExplainer(self.store, node.clock, lambda: [*node.workers.pods(),
-                                                                       *node.manager.desired.values()],
-                                      node.statuses, node.recorder, node.runtime, lambda: prober, lambda: None,
-                                      lambda: None, None, lambda _uid: None)
-        node.syncer.explain = SyncExplainer(self.store, node.clock, node.container_backoff, node.images,
-                                            self.explainer.probe_detail)
-        node.manager.explain = self.store
-
-    async def explain(self, name: str = "p") -> dict[str, Any]:
-        doc = await self.explainer.explain("default", name)
-        assert doc is not None
-        jsonschema.validate(doc, SCHEMA)
-        render_wide(doc)  # the table renders every document
-        return doc
-
-    async def container(self, name: str, pod: str = "p") -> dict[str, Any]:
-        doc = await self.explain(pod)
-        return next(c for c in doc["decision"]["containers"] if c["name"] == name)
+from tests.unit.explain.explained import ExplainedNode, explained_node
+from tests.unit.fake_node import IMAGE, make_pod
 
 
 @pytest.fixture
 async def en(tmp_path: Path) -> AsyncIterator[ExplainedNode]:
-    holder: list[FakeNode] = []
-    prober: ProbeManager | None = None
-
-    def wake(uid: str) -> None:
-        holder[0].workers.wake(uid)
-
-    async with running_node(tmp_path, max_pods=1) as probe_less:
-        prober = ProbeManager(probe_less.runtime, probe_less.clock, CollectorRegistry(), wake,
-                              events=probe_less.recorder.pod_event, rng=lambda: 0.0)
-        async with running_node(tmp_path / "n", max_pods=1, runtime=probe_less.runtime,
-                                probes=ManagerProbeSource(prober)) as node:
-            holder.append(node)
-            yield ExplainedNode(node, prober)
-        await prober.close()
+    async for n in explained_node(tmp_path):
+        yield n
 
 
 async def test_crash_loop_names_the_backoff_the_restarts_and_the_exit_codes(en: ExplainedNode) -> None:
