@@ -19,6 +19,7 @@ from minikubelet.base import podview
 from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import ContainerView, Pod, PodView
+from minikubelet.base.quantity import parse_quantity
 from minikubelet.events import EventRecorder
 from minikubelet.eviction.manager import EvictionManager
 from minikubelet.eviction.thresholds import format_amount
@@ -125,6 +126,7 @@ class PodExplainer:
             "probes": [d for c in _containers(view) for k in ProbeKind
                        if c.probe(k.value) is not None and (d := self.probe_detail(uid, c.name, k.value)) is not None],
             "resources": await self._resources(view),
+            "resize": _resize(view, status),
             "eviction": self._eviction_doc(rec),
             "events": _events(self._recorder.list(uid)),
         }
@@ -229,6 +231,32 @@ def _status(status: dict[str, Any]) -> dict[str, Any]:
     out["conditions"] = [{k: c[k] for k in ("type", "status", "reason", "message") if c.get(k)}
                          for c in status.get("conditions") or [] if isinstance(c, dict)]
     return out
+
+
+def _resize(view: PodView, status: dict[str, Any]) -> dict[str, Any]:
+    """An in-place resize as the status generation reported it: the spec's resources, what was allocated (admitted)
+    and the PodResizePending/PodResizeInProgress conditions that say why they differ."""
+    conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    out: dict[str, Any] = {}
+    for kind in ("PodResizePending", "PodResizeInProgress"):
+        c = conditions.get(kind)
+        if c is not None:
+            out[kind[0].lower() + kind[1:]] = {k: c[k] for k in ("status", "reason", "message") if c.get(k)}
+    allocated = {cs.get("name"): cs.get("allocatedResources") for cs in status.get("containerStatuses") or []
+                 if isinstance(cs, dict) and cs.get("allocatedResources")}
+    waiting = [{"name": c.name, "requests": dict(c.requests or {}), "allocated": allocated[c.name]}
+               for c in view.app_containers if c.name in allocated and not _same(c.requests or {}, allocated[c.name])]
+    if waiting:
+        out["notAllocated"] = waiting
+    return out
+
+
+def _same(requests: Any, allocated: Any) -> bool:
+    try:
+        return {k: parse_quantity(str(v)) for k, v in dict(requests).items()} == \
+            {k: parse_quantity(str(v)) for k, v in dict(allocated).items() if k in dict(requests)}
+    except ValueError:
+        return False
 
 
 def _admission(rec: PodRecord | None) -> dict[str, Any]:

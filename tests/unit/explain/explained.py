@@ -27,7 +27,7 @@ SCHEMA = json.loads((Path(__file__).parents[3] / "docs" / "explain.schema.json")
 class ExplainedNode:
     """A FakeNode with a prober and `explain` wired as the agent wires it (services.explain.explain_pods)."""
 
-    def __init__(self, node: FakeNode, prober: ProbeManager) -> None:
+    def __init__(self, node: FakeNode, prober: ProbeManager | None = None) -> None:
         self.node = node
         self.store = ExplainStore()
         self.explainer = PodExplainer(self.store, node.clock, lambda: [*node.workers.pods(),

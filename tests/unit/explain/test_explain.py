@@ -12,7 +12,8 @@ import pytest
 from cri.fake import Program
 from cri.types import ExecResult
 from tests.unit.explain.explained import ExplainedNode, explained_node
-from tests.unit.fake_node import IMAGE, make_pod
+from tests.unit.fake_node import IMAGE, FakeNode, make_pod
+from tests.unit.pod.test_allocation import ResizeNode, api_pod, app, res, resized
 
 
 @pytest.fixture
@@ -138,6 +139,26 @@ async def test_an_idle_pod_records_nothing_new_on_its_resyncs(en: ExplainedNode)
     assert rec.decision is decision and rec.decided_at == decided_at and rec.syncs > 1
     app = await en.container("app")
     assert app["action"] == "keep" and app["reason"] == "Running"
+
+
+async def test_a_deferred_resize_names_the_resource_that_did_not_fit(tmp_path: Path) -> None:
+    node = FakeNode(tmp_path / "resize")
+    try:
+        stack, en = ResizeNode(tmp_path / "resize", node), ExplainedNode(node)
+        p1, p2 = api_pod("p1", "1111", app("1", "1000M")), api_pod("p2", "2222", app("2", "1000M"))
+        stack.run(p1, p2)
+        await node.settle()
+        stack.run(resized(p1, 2, c1=res("2500m", "1000M")), p2)
+        await node.settle()
+        doc = await en.explain("p1")
+        pending = doc["resize"]["podResizePending"]
+        assert pending["reason"] == "Deferred"
+        assert pending["message"].endswith("cpu, requested: 2500, used: 2000, capacity: 4000")
+        assert doc["resize"]["notAllocated"] == [{"name": "c1", "requests": {"cpu": "2500m", "memory": "1000M"},
+                                                  "allocated": {"cpu": "1", "memory": "1000M"}}]
+        assert (await en.explain("p2"))["resize"] == {}
+    finally:
+        await node.close()
 
 
 async def test_an_unknown_pod_has_no_document(en: ExplainedNode) -> None:
