@@ -114,9 +114,7 @@ class SyncExplainer:
                     detail += (("lastPullError", cut(failure.message)), ("lastPullAt", round(failure.at, 3)),
                                ("backoffSeconds", round(delay, 3)), ("backoffUntil", round(failure.at + delay, 3)))
             return ContainerDecision(name, kind, "wait", reason, cut(message), detail)
-        if (kind == "regular" and view.init_containers and actions.init_to_start) or \
-                (kind == "regular" and latest is None and not actions.containers_to_start and \
-                _init_pending(view, state)):
+        if kind == "regular" and latest is None and _init_pending(view, state):
             blocker = _blocking_init(view, state, actions)
             message = f"waiting on init container {blocker}" if blocker else "waiting on the init containers"
             detail = (("initContainer", blocker),) if blocker else ()

@@ -105,6 +105,9 @@ async def test_a_rejected_pod_names_the_predicate_and_its_numbers(en: ExplainedN
     assert "requested: 1, used: 1, capacity: 1" in doc["admission"]["message"]
     assert doc["lifecycle"]["stage"] == "terminated" and doc["decision"] is None
     assert doc["status"]["phase"] == "Failed"
+    node.config.set_source_pods("file", [])  # both leave: their records go with them (the admitted one's at cleanup)
+    await node.advance(5)
+    assert len(en.store) == 0 and await en.explainer.explain("default", "q") is None
 
 
 async def test_a_terminating_pod_says_what_its_end_waits_for(en: ExplainedNode) -> None:
