@@ -52,6 +52,7 @@ class Admission:
     reason: str = ""
     message: str = ""
     at: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)

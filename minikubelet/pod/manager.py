@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from cgroups.qos import qos_class
 from cri.types import ANNOTATION_GRACE_PERIOD, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID
@@ -179,7 +180,7 @@ class PodManager:
         self._metrics.topology_manager_admission_duration.observe(0)
         if not result.admit:
             self._metrics.admission_rejections.labels(admission_rejection_reason(result.reason)).inc()
-            self._reject(pod, result.reason, result.message)
+            self._reject(pod, result.reason, result.message, result.details)
             return
         if self.explain is not None:
             self.explain.admitted(uid, podview.namespace(pod), podview.name(pod), Admission(True, at=self._clock.now()))
@@ -215,7 +216,7 @@ class PodManager:
         if uid in self._refetching and uid in self.desired:
             self._admit(self.desired[uid], refetched=True)
 
-    def _reject(self, pod: Pod, reason: str, message: str) -> None:
+    def _reject(self, pod: Pod, reason: str, message: str, details: Mapping[str, Any] | None = None) -> None:
         """Upstream rejectPod: Failed with the reason, the message prefixed, the pod's QoS class."""
         self._rejected.add(podview.uid(pod))
         self.statuses.set_pod_status(pod, {"phase": "Failed", "reason": reason,
@@ -227,7 +228,7 @@ class PodManager:
         self._recorder.pod_event(pod, "Warning", reason, message)
         if self.explain is not None:
             self.explain.admitted(podview.uid(pod), podview.namespace(pod), podview.name(pod),
-                                  Admission(False, reason, cut(message), self._clock.now()))
+                                  Admission(False, reason, cut(message), self._clock.now(), dict(details or {})))
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})
 
     def worker_finished(self, uid: str, pod: Pod) -> None:

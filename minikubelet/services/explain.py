@@ -161,6 +161,11 @@ class PodExplainer:
                     if expected is not None:
                         entry["differences"] = _differences(_linux(expected), entry["runtime"],
                                                             ("cpuQuota", "cpuPeriod", "cpuShares", "memoryLimitBytes"))
+                kernel = cgroups.read_container_cgroup(view, cs.id, expected) if cgroups and expected else None
+                if kernel is not None:
+                    should, holds = _config(kernel[0]), _config(kernel[1])
+                    entry["kernel"] = {"expected": should, "actual": holds,
+                                       "differences": _differences(should, holds, tuple(should))}
             containers.append(entry)
         out: dict[str, Any] = {"containers": containers}
         if cgroups is not None:
@@ -266,6 +271,8 @@ def _admission(rec: PodRecord | None) -> dict[str, Any]:
     out: dict[str, Any] = {"admitted": a.admitted, "at": rfc3339(a.at)}
     if not a.admitted:
         out.update(reason=a.reason, message=a.message)
+        if a.details:
+            out["refusal"] = dict(a.details)
     return out
 
 

@@ -78,6 +78,9 @@ async def test_explain_names_the_cause_on_a_standalone_node(agent: AgentProcess)
     assert res["limits"] == {"cpu": "250m", "memory": "64Mi"}
     assert res["runtime"]["memoryLimitBytes"] == 64 << 20 and res["runtime"]["cpuQuota"] == 25000
     assert res["differences"] == [], res
+    # the container's own cgroup files, read back from the kernel beside the pod cgroup
+    assert res["kernel"]["actual"]["memoryLimit"] == 64 << 20 and res["kernel"]["actual"]["cpuQuota"] == 25000
+    assert res["kernel"]["differences"] == [], res["kernel"]
     pod_cgroup = doc["resources"]["podCgroup"]
     assert pod_cgroup["kernel"]["memoryLimit"] == 64 << 20 and pod_cgroup["differences"] == [], pod_cgroup
 

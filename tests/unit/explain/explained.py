@@ -16,6 +16,7 @@ from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.explain.client import render_wide
 from minikubelet.explain.record import ExplainStore
 from minikubelet.services.explain import PodExplainer
+from minikubelet.worker.dependencies import CgroupSource
 from minikubelet.worker.explain_record import SyncExplainer
 from minikubelet.worker.probe_results import ManagerProbeSource
 from probes.manager import ProbeManager
@@ -27,12 +28,12 @@ SCHEMA = json.loads((Path(__file__).parents[3] / "docs" / "explain.schema.json")
 class ExplainedNode:
     """A FakeNode with a prober and `explain` wired as the agent wires it (services.explain.explain_pods)."""
 
-    def __init__(self, node: FakeNode, prober: ProbeManager | None = None) -> None:
+    def __init__(self, node: FakeNode, prober: ProbeManager | None = None, cgroups: CgroupSource | None = None) -> None:
         self.node = node
         self.store = ExplainStore()
         self.explainer = PodExplainer(self.store, node.clock, lambda: [*node.workers.pods(),
                                                                        *node.manager.desired.values()],
-                                      node.statuses, node.recorder, node.runtime, lambda: prober, lambda: None,
+                                      node.statuses, node.recorder, node.runtime, lambda: prober, lambda: cgroups,
                                       lambda: None, None, lambda _uid: None)
         node.syncer.explain = SyncExplainer(self.store, node.clock, node.container_backoff, node.images,
                                             self.explainer.probe_detail)
@@ -50,7 +51,8 @@ class ExplainedNode:
         return next(c for c in doc["decision"]["containers"] if c["name"] == name)
 
 
-async def explained_node(tmp_path: Path, max_pods: int = 1) -> AsyncIterator[ExplainedNode]:
+async def explained_node(tmp_path: Path, max_pods: int = 1,
+                         cgroups: CgroupSource | None = None) -> AsyncIterator[ExplainedNode]:
     """The prober wakes the node's workers and records on its recorder; the node runs the prober's results."""
     holder: list[FakeNode] = []
     runtime = FakeRuntime(FakeClock(), images=[IMAGE])
@@ -64,5 +66,5 @@ async def explained_node(tmp_path: Path, max_pods: int = 1) -> AsyncIterator[Exp
     prober = ProbeManager(runtime, runtime.clock, CollectorRegistry(), wake, events=event, rng=lambda: 0.0)
     async with running_node(tmp_path, max_pods=max_pods, runtime=runtime, probes=ManagerProbeSource(prober)) as node:
         holder.append(node)
-        yield ExplainedNode(node, prober)
+        yield ExplainedNode(node, prober, cgroups)
     await prober.close()
