@@ -71,12 +71,14 @@ async def test_explain_through_the_api_servers_node_proxy_names_the_cause(
     admin = api.admin()
     api.authorizer.grant(READER, "nodes/proxy", ("get",))
     reader = api.client(api.identity(READER))
+    uids: list[str] = []
     agent.start()
     try:
         await agent.wait_for("the Node", functools.partial(registered_node, admin, agent.node), timeout=30)
-        await admin.create(_pod("crash", agent.node, {"image": BUSYBOX_IMAGE, "imagePullPolicy": "IfNotPresent",
-                                                      "command": ["sh", "-c", "exit 3"]}))
-        await admin.create(_pod("nopull", agent.node, {"image": NEVER_PULLS, "imagePullPolicy": "Always"}))
+        for name, container in (("crash", {"image": BUSYBOX_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                           "command": ["sh", "-c", "exit 3"]}),
+                                ("nopull", {"image": NEVER_PULLS, "imagePullPolicy": "Always"})):
+            uids.append((await admin.create(_pod(name, agent.node, container)))["metadata"]["uid"])
 
         async def crash_looping() -> dict[str, Any] | None:
             doc = await _explained(reader, agent.node, "crash")
@@ -110,4 +112,10 @@ async def test_explain_through_the_api_servers_node_proxy_names_the_cause(
         assert unknown.status == 404 and "not known on this node" in str(unknown.body)
         assert ("GET", "/debug/pods/default/crash/explain") in api.kubelet_proxy.requests
     finally:
+        agent.stop()
+        # a pod that never pulled has a sandbox but no directory under the agent's root, which is what
+        # stop_and_clean finds API pods by: remove it by uid (else its cgroup holds the clean-up for 30 s)
+        for c in await docker.containers.list(all=True, filters=json.dumps({"label": ["io.kubernetes.pod.uid"]})):
+            if c._container.get("Labels", {}).get("io.kubernetes.pod.uid") in uids:
+                await c.delete(force=True)
         await stop_and_clean(agent, docker)
