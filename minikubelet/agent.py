@@ -1,5 +1,4 @@
-"""The composition root: builds the node's components and its services, starts the services in order and stops them
-in reverse (`minikubelet.services`)."""
+"""The composition root: builds the components and services (`minikubelet.services`), starts and stops them."""
 
 from __future__ import annotations
 
@@ -35,6 +34,7 @@ from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
 from minikubelet.server.stats import StatsHandlers
 from minikubelet.services.eviction import EvictionService
+from minikubelet.services.explain import explain_pods
 from minikubelet.services.housekeeping import Housekeeping
 from minikubelet.services.metrics import agent_metrics
 from minikubelet.services.node_shutdown import node_shutdown, pods_written
@@ -144,6 +144,7 @@ class Agent:
         hk.manager, hk.cgroups, hk.sources_seen = self.manager, lambda: self.cgroups, self._sources_seen
         self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry, recorder.list,
                                     self.probe_registry, pods_version=lambda: self.statuses.version, http=metrics.http)
+        self.explainer = explain_pods(self)  # docs/explain.md: the deciders record, the servers answer
         self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors
         self.status_inputs = NodeStatusReader(
             config, runtime, conditions, self.node_name, self.host_ip, self.health_check, self.eviction.manager,

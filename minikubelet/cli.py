@@ -1,18 +1,24 @@
-"""`minikubelet run|version|join|reset`."""
+"""`minikubelet run|version|join|reset|explain`."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import logging
+import os
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cri.endpoint import speaks_docker_api
 from minikubelet import KUBERNETES_VERSION, __version__
 from minikubelet.base.quantity import to_bytes
 from minikubelet.config.flags import build_parser, flags_to_overrides
-from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config
+from minikubelet.config.kubelet_config import ConfigError, KubeletConfig, load_config, read_only_endpoint
+from minikubelet.explain.client import ExplainError, explain_url, render_wide
+from minikubelet.explain.client import fetch as fetch_explanation
+from minikubelet.install.layout import CONFIG as INSTALLED_CONFIG
 from minikubelet.logs import setup_logging
 from minikubelet.node.lockfile import AgentLocks, ContentionWatch, LockError, take_locks
 from minikubelet.node.rlimits import raise_nofile_limit
@@ -70,8 +76,14 @@ async def _run(config: KubeletConfig, node_ip: str, contention: ContentionWatch 
 def main(argv: list[str] | None = None) -> int:
     from minikubelet.install.commands import add_commands, run_command
 
-    parser = build_parser(add_commands)
+    def more_commands(sub: Any) -> None:
+        add_commands(sub)
+        add_explain_command(sub)
+
+    parser = build_parser(more_commands)
     ns = parser.parse_args(argv)
+    if ns.command == "explain":
+        return explain_command(ns)
     if ns.command == "version":
         print(f"minikubelet {__version__} (kubelet semantics {KUBERNETES_VERSION})")
         return 0
@@ -106,6 +118,47 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         locks.release()
+
+
+def add_explain_command(sub: Any) -> None:
+    e = sub.add_parser("explain", allow_abbrev=False,
+                       help="Why a pod on this node is in its state, from the running agent (docs/explain.md).")
+    e.add_argument("pod", metavar="NAMESPACE/NAME", help="The pod (a bare NAME is in the namespace default).")
+    e.add_argument("-o", "--output", choices=("json", "wide"), default="json", help="JSON (default) or a table.")
+    e.add_argument("--config", default=None,
+                   help="The agent's KubeletConfiguration file: its read-only port is asked (default: the built-in "
+                        f"defaults, or {INSTALLED_CONFIG} when present).")
+    e.add_argument("--server", default="", metavar="URL",
+                   help="Ask this agent URL instead, e.g. http://127.0.0.1:10255 (overrides --config).")
+
+
+def explain_command(ns: argparse.Namespace) -> int:
+    namespace, _, name = ns.pod.rpartition("/")
+    namespace = namespace or "default"
+    server = ns.server
+    if not server:
+        path = ns.config if ns.config is not None else (INSTALLED_CONFIG if os.path.exists(INSTALLED_CONFIG) else None)
+        try:
+            config, _ = load_config(path, {})
+        except ConfigError as e:
+            print(f"minikubelet: invalid configuration: {e}", file=sys.stderr)
+            return 2
+        endpoint = read_only_endpoint(config)
+        if endpoint is None:
+            print("minikubelet explain: the agent's read-only port is off (a joined node): give --server, or ask "
+                  f"through the API server: kubectl get --raw /api/v1/nodes/NODE/proxy/debug/pods/{namespace}/{name}"
+                  "/explain", file=sys.stderr)
+            return 2
+        host, port = endpoint
+        host = "127.0.0.1" if host in ("", "0.0.0.0") else ("::1" if host == "::" else host)
+        server = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    try:
+        doc = asyncio.run(fetch_explanation(explain_url(server, namespace, name)))
+    except (ExplainError, ValueError) as e:
+        print(f"minikubelet explain: {e}", file=sys.stderr)
+        return 1
+    print(render_wide(doc) if ns.output == "wide" else json.dumps(doc, indent=2), end="" if ns.output == "wide" else "\n")
+    return 0
 
 
 def _locks(config: KubeletConfig) -> AgentLocks | None:

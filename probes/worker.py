@@ -67,6 +67,8 @@ class ProbeWorker:
         self.on_hold = False
         self._last: Result | None = None
         self._run = 0
+        # the last probe run, as `explain` shows it: (wall time, seconds it took, its outcome)
+        self.last_run: tuple[float, float, ProbeOutcome] | None = None
         self.set_container(container_id, started_at)
 
     def set_container(self, container_id: str, started_at: float) -> None:
@@ -155,9 +157,16 @@ class ProbeWorker:
             outcome = await self._probe(container_id)
         if container_id != self.container_id:
             return  # The container changed under the probe; this result is about the old one.
+        took = self._clock.monotonic() - began
+        self.last_run = (self._clock.now(), took, outcome)
         if self._on_outcome is not None:
-            self._on_outcome(outcome, self._clock.monotonic() - began)
+            self._on_outcome(outcome, took)
         self._count(outcome)
+
+    @property
+    def consecutive(self) -> tuple[Result | None, int]:
+        """The result of the current run of equal results and how long the run is (against the thresholds)."""
+        return self._last, self._run
 
     def _count(self, outcome: ProbeOutcome) -> None:
         result = outcome.result

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from cgroups.container_resources import container_linux_resources
+from cgroups.container_resources import container_linux_resources, kernel_readback
 from cgroups.detect import detect_cgroup_version
 from cgroups.driver import CgroupBusyError, CgroupDriver, CgroupError, ResourceConfig
 from cgroups.manager import CgroupManager
@@ -149,6 +149,20 @@ class PodCgroups:
         except (OSError, ValueError) as e:
             log.warning("reading the pod cgroup failed", extra={"kv": {"pod": pod.format_pod, "err": str(e)}})
             return None
+
+    def read_container_cgroup(self, pod: PodView, container_id: str,
+                              resources: LinuxResources) -> tuple[ResourceConfig, ResourceConfig] | None:
+        if self.manager is None:
+            return None
+        literal = self.manager.container_cgroup(pod, container_id)
+        if not self.manager.driver.exists(literal):
+            return None
+        try:
+            have = self.manager.driver.read_config(literal)
+        except (OSError, ValueError) as e:
+            log.warning("reading the container cgroup failed", extra={"kv": {"container": container_id, "err": str(e)}})
+            return None
+        return kernel_readback(resources, self.manager.driver.version), have
 
     def set_pod_cgroup(self, pod: PodView, config: ResourceConfig) -> None:
         literal = self._pod_literal(pod)

@@ -28,7 +28,7 @@ def build_parser(more_commands: Callable[[Any], None] | None = None) -> argparse
     """`minikubelet run [flags]` and `minikubelet version`; `more_commands(subparsers)` adds the others."""
     parser = argparse.ArgumentParser(prog="minikubelet", description="A Kubernetes node agent.", allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{run,version,join,reset}" if more_commands else "{run,version}")
+                                metavar="{run,version,join,reset,explain}" if more_commands else "{run,version}")
     run = sub.add_parser("run", help="Run the node agent.", allow_abbrev=False)
     run.add_argument("--config", default=None, help="KubeletConfiguration file (kubelet.config.k8s.io/v1beta1).")
     for flag, attr, kind, help_text in _RUN_FLAGS:

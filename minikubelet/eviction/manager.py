@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,6 +33,7 @@ from minikubelet.eviction.ranking import (
     local_storage_signal,
     local_storage_violation,
     node_condition_message,
+    pod_usage,
     rank,
 )
 from minikubelet.eviction.thresholds import (
@@ -44,6 +46,7 @@ from minikubelet.eviction.thresholds import (
     node_conditions,
     thresholds_met,
 )
+from minikubelet.explain.record import EvictionRank, ExplainStore
 from minikubelet.metrics import Metrics
 from minikubelet.node.labels import Taint
 from minikubelet.pod.admission import ADMIT, PodAdmitResult
@@ -143,6 +146,7 @@ class EvictionManager:
         self._fresh_stats = False  # the next pass needs stats taken now (a notifier fired)
         self._lock = asyncio.Lock()
         self.evictions = 0
+        self.explain: ExplainStore | None = None  # each ranking, for `explain`
 
     # --- what other parts ask ------------------------------------------------------------------
     @property
@@ -297,7 +301,10 @@ class EvictionManager:
             observed = observations[t.signal].time
             if observed:
                 self._metrics.eviction_stats_age.labels(t.signal).observe(self.clock.now() - observed)
-        for pod in rank(active, stats_of, resource, fs_stats):
+        ranked = rank(active, stats_of, resource, fs_stats)
+        if self.explain is not None:
+            self._record_ranking(ranked, stats_of, to_reclaim.signal, resource, fs_stats)
+        for pod in ranked:
             grace = IMMEDIATE_GRACE
             if not to_reclaim.hard:
                 grace = settings.max_pod_grace_period
@@ -310,6 +317,16 @@ class EvictionManager:
                 return [pod]
         log.info("eviction manager: unable to evict any pods from the node")
         return []
+
+    def _record_ranking(self, ranked: Sequence[Pod], stats_of: Callable[[Pod], Json | None], signal: str,
+                        resource: str, fs_stats: AbstractSet[str]) -> None:
+        """For `explain`: the order this pass ranked the pods in, with the usage it ranked them by."""
+        assert self.explain is not None
+        now = self.clock.now()
+        for i, pod in enumerate(ranked):
+            stats = stats_of(pod)
+            usage = pod_usage(pod, stats, resource, fs_stats) if stats is not None else 0
+            self.explain.ranked(podview.uid(pod), EvictionRank(signal, resource, i + 1, len(ranked), usage, now))
 
     def _update_notifiers(self, summary: Json) -> None:
         now = self.clock.monotonic()

@@ -102,6 +102,11 @@ def _usage(resource: str, fs_stats: AbstractSet[str]) -> Callable[[Pod, Json], i
     return lambda pod, s: pod_disk_usage(pod, s, resource, fs_stats)
 
 
+def pod_usage(pod: Pod, stats: Json, resource: str, fs_stats: AbstractSet[str] = ALL_FS_STATS) -> int:
+    """The usage of the starved resource the ranking compares for this pod."""
+    return _usage(resource, fs_stats)(pod, stats)
+
+
 def rank(pods: Sequence[Pod], stats_of: StatsOf, resource: str,
          fs_stats: AbstractSet[str] = ALL_FS_STATS) -> list[Pod]:
     """The pods in eviction order for the starved resource (a disk signal's: the usages in `fs_stats`)."""

@@ -5,9 +5,9 @@ Pure: handlers see the pod and the pods already admitted, never the runtime.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from minikubelet.base.podview import Pod
 
@@ -20,6 +20,8 @@ class PodAdmitResult:
     # Refused only because the Node's labels did not match: upstream reads the Node again from the API
     # server (getNodeSync) and checks once more before it gives up, in case a label was just added.
     refetch_node: bool = field(default=False, compare=False)
+    # the refusal's evidence as fields (`explain`): the predicate and its numbers, the taint, the unmatched term
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 ADMIT = PodAdmitResult(True)

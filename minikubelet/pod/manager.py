@@ -14,6 +14,7 @@ from minikubelet.base.clock import Clock
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.events import EventRecorder
+from minikubelet.explain.record import Admission, ExplainStore, cut
 from minikubelet.metrics import Metrics, admission_rejection_reason
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
 from minikubelet.pod.allocation import (
@@ -84,6 +85,7 @@ class PodManager:
         self.runtime_only: set[str] = set()  # uids of runtime pods no source knows, stopped by adopt_orphans
         self.mirror_count: Callable[[], int] = lambda: 0  # joined: the mirror pods the API source sees
         self.allocation: AllocationManager | None = None  # in-place resize: admission keeps the allocation
+        self.explain: ExplainStore | None = None  # admission decisions for `explain`
 
     # --- updates from the source merge ----------------------------------------------------
     def handle(self, update: PodUpdate) -> None:
@@ -133,6 +135,8 @@ class PodManager:
             self._rejections.pop(uid, None)
             if uid not in self.workers:
                 self.statuses.remove_pod(uid)
+            if self.explain is not None:
+                self.explain.forget(uid)
             return
         w = self.workers.get(uid)
         if w is None:
@@ -179,8 +183,10 @@ class PodManager:
         self._metrics.topology_manager_admission_duration.observe(0)
         if not result.admit:
             self._metrics.admission_rejections.labels(admission_rejection_reason(result.reason)).inc()
-            self._reject(pod, result.reason, result.message)
+            self._reject(pod, result.reason, result.message, result.details)
             return
+        if self.explain is not None:
+            self.explain.admitted(uid, podview.namespace(pod), podview.name(pod), Admission(True, at=self._clock.now()))
         self.workers.update_pod(pod)
         if self.allocation is not None:
             self.allocation.pod_added(pod)
@@ -213,7 +219,7 @@ class PodManager:
         if uid in self._refetching and uid in self.desired:
             self._admit(self.desired[uid], refetched=True)
 
-    def _reject(self, pod: Pod, reason: str, message: str) -> None:
+    def _reject(self, pod: Pod, reason: str, message: str, details: Mapping[str, Any] | None = None) -> None:
         """Upstream rejectPod: Failed with the reason, the message prefixed, the pod's QoS class."""
         self._rejected.add(podview.uid(pod))
         status = {"phase": "Failed", "reason": reason, "message": f"Pod was rejected: {message}",
@@ -224,6 +230,9 @@ class PodManager:
         # worker that terminates nothing and ends in TerminatePod), so its deletion can complete
         self.statuses.terminate_pod(pod)
         self._recorder.pod_event(pod, "Warning", reason, message)
+        if self.explain is not None:
+            self.explain.admitted(podview.uid(pod), podview.namespace(pod), podview.name(pod),
+                                  Admission(False, reason, cut(message), self._clock.now(), dict(details or {})))
         log.warning("pod rejected", extra={"kv": {"pod": podview.format_pod(pod), "reason": reason}})
 
     def worker_finished(self, uid: str, pod: Pod) -> None:

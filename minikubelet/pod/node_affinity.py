@@ -116,3 +116,25 @@ def required_node_affinity_matches(spec: Mapping[str, Any], node: Node) -> bool:
     if not isinstance(terms, list):
         return False
     return any(_term_matches(t, node) for t in terms if not _is_empty_term(t))
+
+
+MAX_TERMS = 5
+
+
+def node_affinity_mismatch(spec: Mapping[str, Any], node: Node) -> dict[str, Any]:
+    """Why `required_node_affinity_matches` said no, as fields: the nodeSelector pairs the node's labels do not
+    hold (with the node's value, None when it has no such label), else the required terms none of which matched
+    (the first `MAX_TERMS`)."""
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, dict):
+        unmatched = [{"key": str(k), "value": str(v), "nodeValue": node.labels.get(str(k))}
+                     for k, v in selector.items() if node.labels.get(str(k)) != v]
+        if unmatched:
+            return {"nodeSelector": unmatched}
+    affinity = spec.get("affinity")
+    node_affinity = affinity.get("nodeAffinity") if isinstance(affinity, dict) else None
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") \
+        if isinstance(node_affinity, dict) else None
+    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    listed = [t for t in terms if isinstance(t, dict)] if isinstance(terms, list) else []
+    return {"nodeSelectorTerms": listed[:MAX_TERMS], "nodeLabels": dict(node.labels)}

@@ -10,7 +10,8 @@ with UnexpectedAdmissionError. Checking is pure; `evict` is the only effect.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.metrics import Metrics
@@ -27,7 +28,7 @@ from minikubelet.pod.admission_fit import (
     sum_units,
     to_units,
 )
-from minikubelet.pod.node_affinity import required_node_affinity_matches
+from minikubelet.pod.node_affinity import node_affinity_mismatch, required_node_affinity_matches
 from minikubelet.pod.preemption import PreemptionError, is_critical, is_static, pods_to_preempt
 from minikubelet.pod.tolerations import find_untolerated_taint
 
@@ -50,6 +51,7 @@ TAINT_COMPARISON_GATE = "TaintTolerationComparisonOperators"
 class PredicateFailure:
     name: str
     description: str
+    details: Mapping[str, Any] = field(default_factory=dict, compare=False)  # the evidence, for `explain`
 
     @property
     def message(self) -> str:
@@ -69,18 +71,22 @@ def general_filter(pod: PodView, admitted: Sequence[PodView], node: Node,
                                                 used, allocatable))
     spec = pod.raw.get("spec") or {}
     if not required_node_affinity_matches(spec, node):
-        failures.append(PredicateFailure(*NODE_AFFINITY))
+        failures.append(PredicateFailure(*NODE_AFFINITY, node_affinity_mismatch(spec, node)))
     node_name = spec.get("nodeName") or ""
     if node_name and node_name != node.name:
-        failures.append(PredicateFailure(*NODE_NAME))
-    if ports_conflict(host_ports(pod), [hp for p in admitted for hp in host_ports(p)]):
-        failures.append(PredicateFailure(*NODE_PORTS))
+        failures.append(PredicateFailure(*NODE_NAME, {"nodeName": str(node_name), "node": node.name}))
+    in_use = [hp for p in admitted for hp in host_ports(p)]
+    if ports_conflict(host_ports(pod), in_use):
+        taken = [{"hostIP": ip, "protocol": proto, "hostPort": port} for ip, proto, port in host_ports(pod)
+                 if ports_conflict([(ip, proto, port)], in_use)]
+        failures.append(PredicateFailure(*NODE_PORTS, {"hostPorts": taken}))
     if not is_static(pod):
         tolerations = spec.get("tolerations") or []
         untolerated = find_untolerated_taint(node.taints, tolerations if isinstance(tolerations, list) else [],
                                              lambda t: t.effect == "NoExecute", comparison_operators)
         if untolerated is not None:
-            failures.append(PredicateFailure(*TAINT_TOLERATION))
+            taint = {"key": untolerated.key, "value": untolerated.value, "effect": untolerated.effect}
+            failures.append(PredicateFailure(*TAINT_TOLERATION, {"taint": taint}))
     return failures
 
 
@@ -103,8 +109,10 @@ def _os_result(pod: PodView) -> PodAdmitResult | None:
 
 def _failure_result(failure: Failure) -> PodAdmitResult:
     if isinstance(failure, InsufficientResource):
-        return PodAdmitResult(False, failure.reason, failure.message)
-    return PodAdmitResult(False, failure.name, failure.message)
+        return PodAdmitResult(False, failure.reason, failure.message, details={
+            "predicate": "NodeResourcesFit", "resource": failure.resource, "requested": failure.requested,
+            "used": failure.used, "allocatable": failure.capacity})
+    return PodAdmitResult(False, failure.name, failure.message, details={"predicate": failure.name, **failure.details})
 
 
 class PredicateAdmitHandler:

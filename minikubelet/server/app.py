@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from minikubelet.server.stats import StatsHandlers
 
 HealthCheck = Callable[[], Awaitable[list[tuple[str, str | None]]]]  # (name, error or None)
+Explain = Callable[[str, str], Awaitable[dict[str, Any] | None]]  # (namespace, name) -> the document, None: unknown
+EXPLAIN_PATH = "/debug/pods/{ns}/{name}/explain"
 
 
 class KubeletServer:
@@ -43,6 +46,7 @@ class KubeletServer:
         self.http = http  # the request families, None: requests are not counted
         self.sites: list[HttpSite] = []
         self.stats: StatsHandlers | None = None  # set by the agent before serving
+        self.explain: Explain | None = None  # docs/explain.md
 
     @property
     def registry(self) -> CollectorRegistry:
@@ -62,6 +66,7 @@ class KubeletServer:
         routes.get("/metrics", self.metrics)
         routes.get("/metrics/probes", self.metrics_probes)
         routes.get("/debug/events", self.events)
+        routes.get(EXPLAIN_PATH, self.explain_pod)
         if self.stats is not None:
             routes.extend(self.stats.routes())
         return routes
@@ -98,6 +103,15 @@ class KubeletServer:
     async def events(self, request: Request) -> Response:
         items = self._events(request.query.get("uid"))
         return Response.json({"kind": "EventList", "apiVersion": "v1", "metadata": {}, "items": items})
+
+    async def explain_pod(self, request: Request) -> Response:
+        if self.explain is None:
+            return Response.text("explain is not enabled\n", 404)
+        ns, name = request.params["ns"], request.params["name"]
+        doc = await self.explain(ns, name)
+        if doc is None:
+            return Response.text(f"pod {ns}/{name} is not known on this node\n", 404)
+        return Response(200, json.dumps(doc, indent=1).encode(), "application/json")
 
     async def serve(self, host: str, port: int, routes: Routes, server_type: str | None = None,
                     ssl_context: ssl.SSLContext | None = None) -> HttpSite:

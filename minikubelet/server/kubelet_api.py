@@ -34,7 +34,7 @@ from cri.types import (
 from minikubelet.base import podview
 from minikubelet.base.html_text import escape
 from minikubelet.base.podview import Pod
-from minikubelet.server.app import HealthCheck, KubeletServer
+from minikubelet.server.app import EXPLAIN_PATH, HealthCheck, KubeletServer
 from minikubelet.server.auth import Authenticator, Authorizer, authorize, forbidden_message, request_attributes
 from minikubelet.server.logs import LogOptionsError, LogReader, parse_log_options
 from minikubelet.server.node_logs import NodeLogs
@@ -138,6 +138,7 @@ class KubeletAPI:
         routes.get("/pods/", self.base.pods)
         routes.get("/runningpods/", self.running_pods)
         routes.get("/configz", self.configz)
+        routes.get(EXPLAIN_PATH, self.base.explain_pod)  # authorised as nodes/proxy, as every /debug/ path
         routes.get("/metrics", self.base.metrics)
         routes.get("/metrics/probes", self.base.metrics_probes)
         if self.base.stats is not None:

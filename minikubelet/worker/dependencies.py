@@ -49,6 +49,11 @@ class CgroupSource(Protocol):
     def read_pod_cgroup(self, pod: PodView) -> ResourceConfig | None:
         """What the pod's cgroup holds now; None without pod cgroups (or before it exists)."""
 
+    def read_container_cgroup(self, pod: PodView, container_id: str,
+                              resources: LinuxResources) -> tuple[ResourceConfig, ResourceConfig] | None:
+        """What the container's cgroup files should read back as for `resources`, and what they hold now; None
+        without pod cgroups (or when the runtime put the container elsewhere)."""
+
     def set_pod_cgroup(self, pod: PodView, config: ResourceConfig) -> None:
         """Write these settings to the pod's cgroup (OSError when the kernel refuses)."""
 

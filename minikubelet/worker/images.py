@@ -98,5 +98,9 @@ class ImagePuller:
         failure = st.image_errors.get(key)
         return self._backoff.remaining(key, failure.at) if failure is not None else 0.0
 
+    def backoff_delay(self, uid: str, c: ContainerView) -> float:
+        """The current pull back-off of this pod's image (0: none)."""
+        return self._backoff.get(self.key(uid, c))
+
     def forget_pod(self, uid: str) -> None:
         self._backoff.forget_prefix(f"{uid}_")

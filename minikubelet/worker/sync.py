@@ -29,6 +29,7 @@ from minikubelet.volumes.manager import teardown_pod_dir, termination_log_path, 
 from minikubelet.worker.backoff import Backoff, pod_key_prefix
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
+from minikubelet.worker.explain_record import SyncExplainer
 from minikubelet.worker.gc import prune_init_containers
 from minikubelet.worker.images import ImagePuller
 from minikubelet.worker.lifecycle import KillPodOptions, PodStatusFn
@@ -81,6 +82,7 @@ class PodSyncer:
         self.resize_conditions: ResizeConditions | None = None
         self.resizer: PodResize | None = None
         self.on_resize_completed: Callable[[], None] | None = None
+        self.explain: SyncExplainer | None = None  # records each sync's decision for `explain` (set by the agent)
 
     @property
     def cgroups(self) -> CgroupSource | None:
@@ -123,12 +125,16 @@ class PodSyncer:
         if not view.host_network and (errors := self.network_errors() if self.network_errors else ()):
             # upstream SyncPod: only host-network pods start while the runtime network is not ready
             self._recorder.pod_event(pod, "Warning", ev.NETWORK_NOT_READY, f"{NETWORK_NOT_READY_MESSAGE}: {errors[0]}")
+            if self.explain is not None:
+                self.explain.synced(view, state, st, None, f"{NETWORK_NOT_READY_MESSAGE}: {errors[0]}")
             return None
         await self.containers.refresh_volumes(view)
         for c in view.init_containers:  # the pod start SLI leaves out the init containers' run time
             if c.kind == "init" and (done := state.latest(c.name)) is not None and done.finished_at:
                 self._metrics.pod_startup.init_container_finished(uid, done.finished_at)
         actions = compute_pod_actions(view, state, self._probe_results(uid), self._actuated_lookup(uid))
+        planned = state  # what the planner saw
+        evidence = self.explain.evidence(view, actions) if self.explain is not None else None
         if not actions.idle:
             state = await self._execute(view, actions, state, st) or await self.observe(uid)
             if not actions.resize.idle:
@@ -136,6 +142,8 @@ class PodSyncer:
             status = await self.publish(view, state, st, terminal=False)
         await self._remove_unused_sandboxes(state)
         self._after_sync(view, state, st)
+        if self.explain is not None:
+            self.explain.synced(view, planned, st, actions, evidence=evidence)
         if status.get("phase") in ("Succeeded", "Failed"):
             return KillPodOptions()
         # A sync from this state would do nothing more; an active deadline is armed from the status this sync
@@ -467,10 +475,13 @@ class PodSyncer:
         if self._probes is not None:
             self._probes.stop_liveness_and_startup(uid)
         state = await self.observe(uid)
+        status: dict[str, Any] | None = None
         if status_fn is not None:
             # as upstream: the reason for the kill (eviction, node shutdown) is reported before the containers
             # stop, so it reaches the API even if the node goes down before the end of the grace
-            await self.publish(view, state, st, terminal=True, status_fn=status_fn)
+            status = await self.publish(view, state, st, terminal=True, status_fn=status_fn)
+        if self.explain is not None:
+            self.explain.terminating(view, state, grace, status or self._statuses.get_pod_status(uid))
         await self.kill_pod(view, state, grace)
         state = await self.observe(uid)
         await self.publish(view, state, st, terminal=True)
@@ -494,6 +505,8 @@ class PodSyncer:
             return
         await self.publish(view, state, st, terminal=True)
         self._statuses.terminate_pod(view.raw)
+        if self.explain is not None:
+            self.explain.terminated(view)
 
     async def cleanup(self, view: PodView) -> bool:
         """The pod is gone from every source: remove its containers, sandboxes, logs, volumes and pod directory,
@@ -522,6 +535,8 @@ class PodSyncer:
         if self.resize_conditions is not None:
             self.resize_conditions.remove(uid)
         self._statuses.remove_pod(uid)
+        if self.explain is not None:
+            self.explain.forget(uid)
         if self.containers.objects is not None:
             self.containers.objects.release(uid)  # upstream UnregisterPod: its ConfigMap/Secret watches may stop
         return True

@@ -29,6 +29,7 @@ from minikubelet.worker.backoff import (
     Backoff,
 )
 from minikubelet.worker.containers import Containers
+from minikubelet.worker.dependencies import ProbeSource
 from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
@@ -52,9 +53,9 @@ def make_pod(name: str = "p", uid: str = "uid-1", containers: list[dict[str, Any
 
 class FakeNode:
     def __init__(self, root: Path, max_pods: int = 110, runtime: FakeRuntime | None = None,
-                 dns: DNSSettings | None = None) -> None:
+                 dns: DNSSettings | None = None, probes: ProbeSource | None = None) -> None:
         """`runtime`: the engine of an earlier agent, to start a new agent on it; `dns`: the pods' DNS settings
-        (None: the runtime's default)."""
+        (None: the runtime's default); `probes`: the prober (None: no probe runs)."""
         self.runtime = runtime or FakeRuntime(FakeClock(), images=[IMAGE])
         assert isinstance(self.runtime.clock, FakeClock)
         self.clock: FakeClock = self.runtime.clock
@@ -63,12 +64,12 @@ class FakeNode:
         self.statuses = StatusManager(self.clock.monotonic, self.metrics)
         self.container_backoff = Backoff(self.clock, CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
         image_backoff = Backoff(self.clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX)
-        images = ImagePuller(self.runtime, image_backoff, self.recorder, self.metrics, self.clock)
+        self.images = images = ImagePuller(self.runtime, image_backoff, self.recorder, self.metrics, self.clock)
         containers = Containers(self.runtime, self.clock, self.recorder, self.metrics, self.container_backoff,
                                 images, None, str(root), str(root / "logs"), "10.0.0.1",
                                 legacy_log_dir=str(root / "containers"), dns=dns)
         self.syncer = PodSyncer(self.runtime, self.clock, self.recorder, self.metrics, containers, images,
-                                self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
+                                self.container_backoff, self.statuses, probes, str(root), "10.0.0.1")
         self.syncer.container_id_scheme = self.runtime.runtime_version.container_id_scheme
         self.finished: list[str] = []
         self.workers = PodWorkers(self._worker, on_finished=self._finished)
