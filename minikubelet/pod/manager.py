@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from cgroups.qos import qos_class
@@ -86,6 +87,7 @@ class PodManager:
         self.mirror_count: Callable[[], int] = lambda: 0  # joined: the mirror pods the API source sees
         self.allocation: AllocationManager | None = None  # in-place resize: admission keeps the allocation
         self.explain: ExplainStore | None = None  # admission decisions for `explain`
+        self._finished_at: dict[str, float] = {}  # uid -> when its worker finished, until a relist listed after it
 
     # --- updates from the source merge ----------------------------------------------------
     def handle(self, update: PodUpdate) -> None:
@@ -238,6 +240,7 @@ class PodManager:
     def worker_finished(self, uid: str, pod: Pod) -> None:
         """Called by the pod workers when a removed pod's worker has cleaned up: admit who waited for it."""
         self.runtime_only.discard(uid)
+        self._finished_at[uid] = self._clock.monotonic()
         rejection = self._rejections.get(uid)
         if rejection is not None and uid in self.desired:
             # what a rejected pod ran before an agent restart is stopped (adopt_orphans); its rejection stands
@@ -293,3 +296,14 @@ class PodManager:
             self.runtime_only.add(uid)
             count += 1
         return count
+
+    def kill_running_orphans(self, runtime_uids: Mapping[str, Mapping[str, str]], running: AbstractSet[str],
+                             listed_from: float) -> int:
+        """upstream HandlePodCleanups, every housekeeping pass: a pod the runtime runs (a running container or a
+        ready sandbox) that no worker owns and no source wants is killed (grace 1), e.g. a pod that waited behind
+        another of its name after an agent restart and was removed before it started; how many. `listed_from`:
+        when the listing was asked for; a pod whose worker finished since is not judged on it."""
+        recent = {uid for uid, at in self._finished_at.items() if at >= listed_from}
+        self._finished_at = {uid: self._finished_at[uid] for uid in recent}
+        return self.adopt_orphans({uid: labels for uid, labels in runtime_uids.items()
+                                   if uid in running and uid not in recent})

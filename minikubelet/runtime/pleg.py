@@ -37,6 +37,7 @@ class PLEG:
         self.last_relist = 0.0  # monotonic; 0 = never
         self._last_start: float | None = None  # when the last successful relist began (time.monotonic)
         self.runtime_uids: dict[str, dict[str, str]] = {}  # uid -> labels of one of its objects
+        self.running_uids: frozenset[str] = frozenset()  # pods with a running container or a ready sandbox
         self._container_states: set[str] = set()
         self._listed_from = 0.0  # clock.monotonic before the last successful relist's listing was asked for
 
@@ -48,6 +49,7 @@ class PLEG:
         current: dict[str, set[tuple[str, str]]] = {}
         uids: dict[str, dict[str, str]] = {}
         running_pods: set[str] = set()
+        running: set[str] = set()
         states = dict.fromkeys(self._container_states, 0)
         asked = self._clock.monotonic()
         summaries = await self._runtime.list_summaries()
@@ -65,6 +67,8 @@ class PLEG:
             else:
                 state = container_state(obj.state)
                 states[state] = states.get(state, 0) + 1
+                if state == "running":
+                    running.add(obj.pod_uid)
         # upstream's generic PLEG counts these from each relist; a state seen once stays exposed (0 when empty)
         for state, count in states.items():
             self._metrics.running_containers.labels(state).set(count)
@@ -77,9 +81,15 @@ class PLEG:
         self._seen = frozen
         self._listed_from = asked
         self.runtime_uids = uids
+        self.running_uids = frozenset(running | running_pods)
         self.last_relist = self._clock.monotonic()
         self._metrics.pleg_last_seen.set(int(self._clock.now()))
         self._metrics.pleg_relist_duration.observe(time.monotonic() - t0)
+
+    @property
+    def listed_from(self) -> float:
+        """clock.monotonic before the last successful relist asked the runtime for its listing."""
+        return self._listed_from
 
     def confirms(self, uid: str, seen: SeenPod, since: float) -> bool:
         """A relist asked after `since` listed the pod as `seen` shows it (upstream's pod cache is newer than

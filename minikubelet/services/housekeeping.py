@@ -210,4 +210,8 @@ class Housekeeping(Service):
             for backoff in self._backoffs:
                 backoff.gc()
             self.update_gauges()
+            if not self.orphans_pending and self.manager is not None:
+                self._metrics.orphaned_runtime_pods.inc(
+                    self.manager.kill_running_orphans(self._pleg.runtime_uids, self._pleg.running_uids,
+                                                      self._pleg.listed_from))
             self._metrics.sync_loop_last.set(self._clock.now())

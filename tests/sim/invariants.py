@@ -105,7 +105,8 @@ class Checker:
     deletions: dict[str, Deletion] = field(default_factory=dict)
     _instant: float = -1.0
     _calls_at_instant: int = 0
-    recounting: set[tuple[str, str]] = field(default_factory=set)  # removed behind the agent, until the next start
+    # removed behind the agent -> the id of the instance started since (None before), until a status shows it
+    recounting: dict[tuple[str, str], str | None] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     # a violation seen inside a runtime call: raising there would only fail the agent's call, so it waits here
     pending: Violation | None = None
@@ -137,7 +138,8 @@ class Checker:
             phase, at = self.terminal[uid]
             raise Violation("terminal-phase-final", f"pod {uid} was {phase} at {at:.1f}, container {obj.name} "
                                                     f"starts at {self.clock.now():.1f}")
-        self.recounting.discard((uid, obj.container.name))
+        if (uid, obj.container.name) in self.recounting:
+            self.recounting[(uid, obj.container.name)] = obj.id
         self._check_backoff(uid, obj.container.name)
 
     def _check_backoff(self, uid: str, name: str) -> None:
@@ -174,7 +176,7 @@ class Checker:
         """The newest instance of a container is removed by someone else: the status then shows the restart count
         of the newest one left, as upstream's does (the count goes on from it), so the count starts over."""
         self.restarts.pop((uid, name), None)
-        self.recounting.add((uid, name))
+        self.recounting[(uid, name)] = None
 
     def agent_restarted(self) -> None:
         """The agent keeps back-off, a file pod's phase and its admission in memory (as upstream does for static
@@ -218,7 +220,17 @@ class Checker:
             for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
                 key = (uid, str(cs.get("name")))
                 count = int(cs.get("restartCount") or 0)
-                if count < self.restarts.get(key, 0) and key not in self.recounting:
+                if key in self.recounting:
+                    # the count a status infers for a container gone from the runtime (the old one + 1) is no
+                    # baseline: upstream's next instance counts from the newest log file left (N.log -> N), and
+                    # the status shows that count once it shows that instance
+                    started = self.recounting[key]
+                    shown = {str(cs.get("containerID") or ""),
+                             str(((cs.get("lastState") or {}).get("terminated") or {}).get("containerID") or "")}
+                    if started is None or not any(started and c.endswith(started) for c in shown):
+                        continue
+                    del self.recounting[key]
+                if count < self.restarts.get(key, 0):
                     raise Violation("restart-counts-monotonic",
                                     f"pod {uid} container {key[1]}: restartCount {self.restarts[key]} -> {count}")
                 self.restarts[key] = count

@@ -114,6 +114,7 @@ class SimNode:
             await self.clock.sleep(2.0)
             self.container_backoff.gc()
             self.manager.restart_unknown()
+            self.manager.kill_running_orphans(self.pleg.runtime_uids, self.pleg.running_uids, self.pleg.listed_from)
 
     async def crash(self) -> None:
         """kill -9: every task ends where it is; nothing is cleaned up."""

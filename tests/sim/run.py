@@ -137,7 +137,10 @@ class Sim:
         assert node is not None
         statuses = [(podview.uid(e.pod), e.status) for e in node.statuses.statuses()]
         workers = set(node.workers.uids())
-        admitted = sum(1 for p in node.manager.active_pods() if podview.uid(p) in workers)
+        # a rejected pod's worker only stops what it ran before an agent restart: active (upstream counts a pod
+        # whose termination is under way), never admitted
+        admitted = sum(1 for p in node.manager.active_pods()
+                       if podview.uid(p) in workers and podview.uid(p) not in node.manager._rejected)
         self.checker.check(statuses, workers, admitted)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
                           f"{sorted((u, s.get('phase')) for u, s in statuses)}")

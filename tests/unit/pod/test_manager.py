@@ -275,3 +275,33 @@ async def test_a_status_change_of_a_pod_with_readiness_gates_syncs_it(node: Fake
     status = node.statuses.get_pod_status("u1") or {}
     ready = {c["type"]: c["status"] for c in status.get("conditions", [])}
     assert ready["example.com/lb"] == "True" and ready["Ready"] == "True"
+
+
+async def test_housekeeping_kills_a_running_pod_no_worker_owns_but_not_on_a_listing_older_than_its_end(
+        node: FakeNode, tmp_path: Path) -> None:
+    """Upstream HandlePodCleanups on every pass: a running runtime pod no worker owns and no source wants is
+    killed. A listing asked before a pod's worker finished still shows what that worker has just stopped."""
+    node.config.set_source_pods("file", [make_pod(uid="done")])
+    await node.settle()
+    await node.pleg.relist()
+    stale = (dict(node.pleg.runtime_uids), node.pleg.running_uids, node.pleg.listed_from)
+    assert "done" in stale[1]
+    node.config.set_source_pods("file", [])
+    await node.settle()
+    assert node.finished == ["done"]
+    assert node.manager.kill_running_orphans(*stale) == 0 and "done" not in node.workers
+    node.config.set_source_pods("file", [make_pod(uid="left")])
+    await node.settle()
+    await node.close()  # the agent stops; its pod keeps running
+    successor = FakeNode(tmp_path, runtime=node.runtime)
+    try:
+        await successor.pleg.relist()
+        successor.config.set_source_pods("file", [])
+        pleg = successor.pleg
+        assert successor.manager.kill_running_orphans(pleg.runtime_uids, pleg.running_uids, pleg.listed_from) == 1
+        await successor.settle()
+        await successor.advance(2)
+        assert not [c for c in node.runtime.statuses() if c.state is ContainerState.RUNNING]
+        assert successor.finished == ["left"]
+    finally:
+        await successor.close()
