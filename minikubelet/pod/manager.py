@@ -276,7 +276,10 @@ class PodManager:
         running pod no worker syncs); how many."""
         count = 0
         for uid, labels in runtime_uids.items():
-            if uid in self.workers or (uid in self.desired and uid not in self._rejected):
+            # A pod not admitted because its phase was already terminal is no orphan: what is left of it
+            # (exited containers after a reboot) is its own, and a stand-in worker would write a made-up status
+            # over its terminal one. Only a pod admission refused in this run is stopped here.
+            if uid in self.workers or (uid in self.desired and uid not in self._rejections):
                 continue
             try:
                 grace = int(labels.get("annotation." + ANNOTATION_GRACE_PERIOD, labels.get(ANNOTATION_GRACE_PERIOD, "30")))

@@ -210,6 +210,30 @@ async def test_a_pod_the_api_shows_terminal_is_not_admitted_again(node: FakeNode
     assert node.manager.desired == {}
 
 
+async def test_a_terminal_api_pod_whose_containers_the_runtime_still_lists_is_no_orphan(
+        node: FakeNode, tmp_path: Path) -> None:
+    """After a node shutdown and boot the API pod is Failed and the engine still lists its exited containers: the
+    next agent does not admit it and must not stop it as an orphan either, which would write a made-up status
+    (no containers, Pending) over the terminal one (the VM lab's poweroff test found it)."""
+    node.config.set_source_pods("api", [make_pod(uid="t1")])
+    await node.settle()
+    node.workers.update_pod(make_pod(uid="t1"), kill=KillPodOptions(
+        grace_override=1, status_fn=lambda s: s.update(phase="Failed", reason="Terminated")))
+    await node.advance(3)
+    assert node.phase("t1") == "Failed" and node.runtime.statuses()
+    await node.close()
+    successor = FakeNode(tmp_path, runtime=node.runtime)
+    try:
+        await successor.pleg.relist()
+        successor.config.set_source_pods("api", [_with_phase(make_pod(uid="t1"), "Failed", "Terminated")])
+        await successor.settle()
+        assert successor.manager.adopt_orphans(successor.pleg.runtime_uids) == 0
+        await successor.settle()
+        assert "t1" not in successor.workers and successor.statuses.get_pod_status("t1") is None
+    finally:
+        await successor.close()
+
+
 async def test_a_node_affinity_refusal_waits_for_the_node_read_again(node: FakeNode) -> None:
     """Joined, a pod refused only for its node affinity is checked once more against the Node read again
     from the API server (a label added a moment ago may not have come through the watch yet)."""
