@@ -153,7 +153,8 @@ async def test_static_pod_has_a_running_mirror_pod(tmp_path: Path, api: ApiServe
     agent = JoinedAgent(tmp_path / "agent", agent_env.docker_host(), api)
     admin = api.admin()
     agent.put("web.yaml", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default"},
-                           "spec": {"containers": [{"name": "main", "image": BUSYBOX_IMAGE,
+                           "spec": {"terminationGracePeriodSeconds": 1,  # `sleep` as PID 1 ignores SIGTERM
+                                    "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
                                                     "imagePullPolicy": "IfNotPresent",
                                                     "command": ["sh", "-c", "exec sleep 100000"]}]}})
     agent.start()
