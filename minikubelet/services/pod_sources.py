@@ -3,6 +3,7 @@ start-up (after the runtime's first relist) and then watched."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,8 @@ class PodSources(Service):
         self._after_first_sync = after_first_sync
 
     async def start(self) -> None:
+        if self.url is not None or os.path.isdir(self.static.path):
+            await self.static.parser.prestart()
         await self.static.sync()
         if self.url is not None:
             await self.url.sync()

@@ -2,7 +2,7 @@
 
 Parsing a 10 MiB manifest takes seconds of CPU and hundreds of MiB; in the agent that would stall the
 event loop (a thread holds the GIL most of that time) and leave the memory in the agent's heap long after
-the file is gone. The worker (`python -m minikubelet.sources.manifest_worker`) reads requests on stdin and
+the file is gone. The worker (`python -m minikubelet.sources.parser_process`) reads requests on stdin and
 answers on stdout, runs under an address-space limit, and exits when it grew large or sat idle, so its
 memory goes back to the system. Only an accepted pod, as JSON, comes back into the agent.
 
@@ -19,40 +19,19 @@ import contextlib
 import json
 import logging
 import marshal
-import os
-import resource
-import struct
 import sys
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 from minikubelet.api.field import FieldError
-from minikubelet.sources.static_pod import (
-    HTTP_SOURCE,
-    ManifestError,
-    StaticPod,
-    guarded_reply,
-    make_static_pod,
-    parse_manifest,
-)
+from minikubelet.sources.parser_process import FRAME_LEN as _LEN
+from minikubelet.sources.parser_process import build_static_pod
+from minikubelet.sources.static_pod import HTTP_SOURCE, ManifestError, StaticPod
 from minikubelet.sources.url_manifest import build_url_pods, pods_from_reply
 
 log = logging.getLogger("minikubelet.static_pods")
 
-ADDRESS_SPACE_LIMIT = 2 << 30
-RECYCLE_RSS = 128 << 20  # a worker that grew past this exits after answering
 PARSE_TIMEOUT = 30.0
 IDLE_EXIT = 30.0
-WORKER_NICENESS = 10
-_LEN = struct.Struct(">I")
-
-
-def build_static_pod(data: bytes, filename: str, node: str, seen: float | None) -> dict[str, Any]:
-    """The reply for one manifest: {"pod": ...} or {"error", "reason", "errors"}."""
-    def build() -> dict[str, Any]:
-        pod = make_static_pod(parse_manifest(data, filename), node, filename, seen=seen)
-        return {"pod": dict(pod), "warnings": list(pod.warnings)}
-
-    return guarded_reply(build)
 
 
 def pod_from_reply(reply: dict[str, Any]) -> StaticPod:
@@ -72,6 +51,9 @@ class Parser(Protocol):
 
     async def close(self) -> None: ...
 
+    async def prestart(self) -> None:
+        """Be ready for the first manifest before it comes (nothing to do for a parser that needs no start)."""
+
 
 class InProcessParser:
     """Parses on the caller's thread: for tests and tools, never for the agent."""
@@ -89,6 +71,9 @@ class InProcessParser:
         raise error_from_reply(url, reply)
 
     async def close(self) -> None:
+        pass
+
+    async def prestart(self) -> None:
         pass
 
 
@@ -121,6 +106,15 @@ class ProcessParser:
             return pods_from_reply(reply)
         raise error_from_reply(url, reply)
 
+    async def prestart(self) -> None:
+        """Start a worker now, without waiting for it: its start-up (an interpreter and the parsing modules, 60-150
+        ms, more on a loaded node) would otherwise come first on the path of the first pod it parses. It stops
+        after the idle period like any other."""
+        async with self._lock:
+            if self._proc is None or self._proc.returncode is not None:
+                await self._worker()
+                self._arm_idle()
+
     async def _request(self, data: bytes, request: dict[str, Any]) -> dict[str, Any]:
         async with self._lock:
             if self._idle_timer is not None:
@@ -128,8 +122,13 @@ class ProcessParser:
             try:
                 return await self._ask(data, request)
             finally:
-                if self._proc is not None:
-                    self._idle_timer = asyncio.get_running_loop().call_later(self._idle, self._close_idle)
+                self._arm_idle()
+
+    def _arm_idle(self) -> None:
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        if self._proc is not None:
+            self._idle_timer = asyncio.get_running_loop().call_later(self._idle, self._close_idle)
 
     async def _ask(self, data: bytes, request: dict[str, Any]) -> dict[str, Any]:
         proc = await self._worker()
@@ -160,7 +159,7 @@ class ProcessParser:
     async def _worker(self) -> asyncio.subprocess.Process:
         if self._proc is None or self._proc.returncode is not None:
             self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "minikubelet.sources.manifest_worker",
+                sys.executable, "-m", "minikubelet.sources.parser_process",
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
             self.started += 1
         return self._proc
@@ -203,56 +202,3 @@ def _exit_text(code: int | None) -> str:
 async def _read_frame(stream: asyncio.StreamReader) -> bytes:
     (n,) = _LEN.unpack(await stream.readexactly(_LEN.size))
     return await stream.readexactly(n)
-
-
-# ---- the worker process ----
-
-def _read_exact(f: IO[bytes], n: int) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = f.read(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-def _read_blocking_frame(f: IO[bytes]) -> bytes | None:
-    head = _read_exact(f, _LEN.size)
-    if head is None:
-        return None
-    return _read_exact(f, _LEN.unpack(head)[0])
-
-
-def _rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
-
-
-def main() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
-    # Parsing is background work: on a busy node the agent's event loop (health, pod workers) must win the CPU
-    # over a worker chewing through a pile of manifests.
-    os.nice(WORKER_NICENESS)
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        header = _read_blocking_frame(inp)
-        data = _read_blocking_frame(inp) if header is not None else None
-        if header is None or data is None:
-            return  # the agent closed the pipe (or died)
-        req = json.loads(header)
-        build = build_url_pods if req.get("source") == HTTP_SOURCE else build_static_pod
-        reply = build(data, str(req["filename"]), str(req["node"]), req["seen"])
-        del data
-        leave = _rss() > RECYCLE_RSS
-        if leave:
-            reply["exit"] = True
-        payload = marshal.dumps(reply)
-        out.write(_LEN.pack(len(payload)) + payload)
-        out.flush()
-        if leave:
-            return
-
-
-if __name__ == "__main__":
-    main()

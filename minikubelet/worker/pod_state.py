@@ -31,6 +31,8 @@ class PodSyncState:
     # the same pass's runtime state, for the next sync when no runtime change came since (the worker drops it
     # when one did)
     cached: CachedPod | None = None
+    # no sync has read the runtime for this pod yet, and no earlier agent started it (not adopted)
+    fresh: bool = False
 
     def wake_no_later_than(self, at: float) -> None:
         if self.wake_at is None or at < self.wake_at:

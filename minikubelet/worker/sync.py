@@ -47,6 +47,8 @@ from minikubelet.worker.resize_plan import ActuatedLookup, ResizeActions, resize
 from minikubelet.worker.termination_order import TerminationOrdering
 from probes.result import ProbeResults
 
+NOTHING_SEEN = SeenPod({})
+
 log = logging.getLogger("minikubelet.worker.sync")
 
 EXCEEDED_GRACE_SLACK = 1.0
@@ -83,10 +85,14 @@ class PodSyncer:
         self.resizer: PodResize | None = None
         self.on_resize_completed: Callable[[], None] | None = None
         self.explain: SyncExplainer | None = None  # records each sync's decision for `explain` (set by the agent)
+        self._worker_ended_at = 0.0  # clock.monotonic when a pod worker last ended: its runtime calls had too
 
     @property
     def cgroups(self) -> CgroupSource | None:
         return self.containers.cgroups
+
+    def worker_ended(self) -> None:
+        self._worker_ended_at = self._clock.monotonic()
 
     async def observe(self, uid: str) -> PodRuntimeState:
         asked = self._clock.monotonic()
@@ -159,9 +165,16 @@ class PodSyncer:
         (no runtime request: an idle pod's periodic resync asks the runtime nothing), else read from the
         runtime. Upstream waits for the next relist when its cache is older than the last sync; this reads."""
         cached, st.cached = st.cached, None
+        fresh, st.fresh = st.fresh, False
         confirms = self.relist_confirms
-        if cached is not None and confirms is not None and confirms(uid, cached.seen, cached.synced_at):
-            return cached.state
+        if confirms is not None:
+            if cached is not None and confirms(uid, cached.seen, cached.synced_at):
+                return cached.state
+            # A new pod's first sync: upstream reads its pod cache (the last relist) and asks the runtime nothing.
+            # Here only when that relist was asked after every earlier worker had ended (a worker is the only
+            # writer of a pod's objects, and one of this uid may have just gone) and listed nothing for the uid.
+            if fresh and confirms(uid, NOTHING_SEEN, self._worker_ended_at):
+                return PodRuntimeState(uid)
         return await self.observe(uid)
 
     def _deadline_exceeded(self, view: PodView, st: PodSyncState, reported: dict[str, Any] | None) -> bool:

@@ -56,7 +56,7 @@ class PodWorker:
         self._urgent = False  # a new spec, a kill or a removal: synced even during a back-off
         self._backoff_until: float | None = None  # after a failed sync, runtime events wait for this
         # an adopted pod was started by an earlier agent: its start is not this agent's to measure
-        self.st = PodSyncState(first_seen=-1.0 if adopted else clock.monotonic())
+        self.st = PodSyncState(first_seen=-1.0 if adopted else clock.monotonic(), fresh=not adopted)
         self._update_type = "create"  # upstream's update type of the next sync: create, update or sync
         self.task: asyncio.Task[None] | None = None
         self._sync_task: asyncio.Future[KillPodOptions | None] | None = None
@@ -146,6 +146,12 @@ class PodWorker:
 
     # --- the loop -------------------------------------------------------------------------
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            self._syncer.worker_ended()
+
+    async def _run(self) -> None:
         while True:
             t0 = time.monotonic()
             if self._news and (self.st.seen is None or not all(self.st.seen.reflects(f) for f in self._news)):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -69,3 +72,39 @@ async def test_a_dead_worker_costs_one_file_and_close_stops_it() -> None:
     assert pid is not None
     await parser.close()
     assert not _alive(pid) and parser.pid is None
+
+
+async def test_prestart_starts_the_worker_the_first_manifest_then_uses() -> None:
+    parser = ProcessParser(idle=30)
+    try:
+        await parser.prestart()
+        pid = parser.pid
+        assert pid is not None and _alive(pid) and parser.started == 1
+        await parser.prestart()  # one worker, however often asked
+        assert (await parser.parse(GOOD, "/m/web.yaml", "n1", None))["metadata"]["name"] == "web-n1"
+        assert parser.pid == pid and parser.started == 1
+    finally:
+        await parser.close()
+
+
+async def test_a_prestarted_worker_that_gets_no_manifest_stops_after_the_idle_period() -> None:
+    parser = ProcessParser(idle=0.2)
+    await parser.prestart()
+    pid = parser.pid
+    assert pid is not None
+    for _ in range(100):
+        if parser.pid is None and not _alive(pid):
+            break
+        await asyncio.sleep(0.05)
+    assert parser.pid is None and not _alive(pid)
+    await parser.parse(GOOD, "/m/web.yaml", "n1", None)  # a later manifest starts another
+    assert parser.started == 2
+    await parser.close()
+
+
+def test_the_worker_process_imports_no_asyncio() -> None:
+    # Its start-up is on the first pod's path: asyncio and ssl alone were ~40 % of it.
+    code = ("import sys, minikubelet.sources.parser_process as p; "
+            "print(sorted(m for m in ('asyncio', 'ssl') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -423,3 +423,48 @@ async def test_an_idle_resync_reads_the_state_a_later_relist_confirmed(node: Fak
     assert reads() > before + 2
     assert node.container_state("app")["restartCount"] == 1
     assert "running" in node.container_state("app")["state"]
+
+
+async def test_a_new_pods_first_sync_reads_the_last_relist_not_the_runtime(node: FakeNode) -> None:
+    """upstream's first sync of a new pod reads the PLEG's cache: a relist asked after every earlier worker ended
+    and listing nothing of the pod stands for the runtime's answer (no listing); the pod starts as before."""
+    node.syncer.relist_confirms = node.pleg.confirms
+    node.clock.advance(1)
+    await node.pleg.relist()
+
+    def reads() -> int:
+        return sum(1 for c in node.runtime.calls if c.op in ("list_containers", "list_pod_sandboxes"))
+
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    assert node.phase() == "Running" and node.runtime.running() == [node.runtime.container_id("app")]
+    assert reads() == 0
+    assert [r for r, _ in node.events()] == ["Pulled", "Created", "Started"]
+
+
+async def test_a_pod_whose_uid_had_a_worker_since_the_last_relist_reads_the_runtime(node: FakeNode) -> None:
+    """A worker that ended after the last relist was asked may have left objects the relist did not see: the next
+    new pod's first sync lists the runtime; after a later relist, the one after that does not."""
+    node.syncer.relist_confirms = node.pleg.confirms
+    node.clock.advance(1)
+    await node.pleg.relist()
+    node.config.set_source_pods("file", [make_pod()])
+    await node.settle()
+    node.config.set_source_pods("file", [])
+    await node.settle()
+    assert node.finished == ["uid-1"]
+
+    def reads() -> int:
+        return sum(1 for c in node.runtime.calls if c.op in ("list_containers", "list_pod_sandboxes"))
+
+    before = reads()
+    node.config.set_source_pods("file", [make_pod(uid="uid-2", name="q")])
+    await node.settle()
+    assert reads() > before  # the relist came before uid-1's worker ended
+    node.clock.advance(1)
+    await node.pleg.relist()
+    before = reads()
+    node.config.set_source_pods("file", [make_pod(uid="uid-2", name="q"), make_pod(uid="uid-3", name="r")])
+    await node.settle()
+    assert reads() == before
+    assert len(node.runtime.running()) == 2
