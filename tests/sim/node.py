@@ -46,6 +46,7 @@ from minikubelet.worker.workers import PodWorker, PodWorkers
 from probes.manager import ProbeManager
 from tests.sim.pressure import Machine, eviction_manager
 from tests.sim.shapes import ALLOCATABLE_CPU, ALLOCATABLE_MEMORY
+from tests.sim.shutdown import ShutdownOrder, shutdown_manager
 from tests.unit.volumes.fake_mounter import FakeMounter
 
 ORPHAN_SWEEP_PERIOD = 60.0  # services/housekeeping.py
@@ -61,7 +62,8 @@ class SimNode:
     def __init__(self, root: Path, runtime: FakeRuntime, clock: FakeClock, max_pods: int,
                  on_finished: Callable[[str], None], mounter: FakeMounter, machine: Machine,
                  evicted: Callable[[Pod], None] = lambda _p: None,
-                 preempted: Callable[[Pod], None] = lambda _p: None) -> None:
+                 preempted: Callable[[Pod], None] = lambda _p: None,
+                 shutdown_order: ShutdownOrder | None = None) -> None:
         self.root = root
         self.runtime = runtime
         self.clock = clock
@@ -88,10 +90,12 @@ class SimNode:
                                                "pods": Fraction(max_pods)})
         self.eviction = eviction_manager(machine, clock, self.recorder, self.workers,
                                          lambda: self.manager.active_pods(), self.gc, evicted)
-        # as the agent: the eviction manager's admit handler first, then the predicates (resources, max pods)
+        self.shutdown, _ = shutdown_manager(clock, self.recorder, self.workers, shutdown_order or ShutdownOrder(clock))
+        # as the agent: the eviction manager's admit handler first, then the predicates (resources, max pods), the
+        # node shutdown manager's last
         self.manager = PodManager(self.workers, self.statuses, [
-            self.eviction, PredicateAdmitHandler(lambda: node, self._preempt, metrics=self.metrics)], clock,
-            self.recorder, metrics=self.metrics)
+            self.eviction, PredicateAdmitHandler(lambda: node, self._preempt, metrics=self.metrics), self.shutdown],
+            clock, self.recorder, metrics=self.metrics)
         self.config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._tasks: list[asyncio.Task[None]] = []

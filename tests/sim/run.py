@@ -23,6 +23,7 @@ from tests.sim.node import SimNode
 from tests.sim.pressure import Machine
 from tests.sim.shape_checks import ShapeChecker
 from tests.sim.shapes import ExecScript
+from tests.sim.shutdown import ShutdownOrder
 from tests.sim.workload import FAULT_OPS, HANG_OPS, IMAGE, Event, generate, pod_for, programs
 from tests.unit.volumes.fake_mounter import FakeMounter
 
@@ -78,6 +79,8 @@ class Sim:
             self.shapes.on_start(obj)
 
         self.runtime.on_start = on_start
+        self.shutdown_order = ShutdownOrder(self.clock)
+        self.shutting_down: asyncio.Task[None] | None = None  # the node shutdown's processing; then a reboot
         self.wanted: dict[str, Pod] = {}  # uid -> pod, in creation order
         self.created = 0
         self.node: SimNode | None = None
@@ -89,7 +92,7 @@ class Sim:
     def _new_node(self) -> SimNode:
         return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
                        machine=self.machine, evicted=lambda p: self.shapes.evict(p, "evicted"),
-                       preempted=lambda p: self.shapes.evict(p, "preempted"))
+                       preempted=lambda p: self.shapes.evict(p, "preempted"), shutdown_order=self.shutdown_order)
 
     def start(self) -> None:
         """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call
@@ -103,6 +106,10 @@ class Sim:
                       if not o.is_sandbox and o.state is ContainerState.RUNNING)
 
     async def apply(self, ev: Event) -> None:
+        if self.shutting_down is not None and self.shutting_down.done():
+            # the node shut down once the manager had processed the shutdown: the agent starts again
+            self.shutting_down = None
+            await self.crash()
         node = self.node
         assert node is not None
         if ev.kind == "create":
@@ -121,6 +128,7 @@ class Sim:
             if ev.kind == "vanish":
                 obj = self.runtime._get(cid)
                 self.checker.removed_behind_agent(obj.pod.uid, obj.container.name)
+                self.shapes.probe_kills.pop((obj.pod.uid, obj.container.name), None)  # its attempt count starts over
                 self.runtime.vanishing = True
                 try:
                     self.runtime.vanish(cid, emit=ev.a % 2 == 0)
@@ -141,6 +149,11 @@ class Sim:
             self.script.unhealthy.add(probed[ev.a % len(probed)])
         elif ev.kind == "pressure":
             self.machine.apply(ev.b)
+        elif ev.kind == "shutdown" and self.shutting_down is None and node.started:
+            # what logind's PrepareForShutdown(true) makes the manager do
+            node.shutdown.shutting_down = True
+            self.shutting_down = asyncio.get_running_loop().create_task(node.shutdown.process_shutdown(),
+                                                                        name="node-shutdown")
 
     def _probed(self) -> list[str]:
         """Running containers with a liveness probe."""
@@ -162,6 +175,7 @@ class Sim:
         await asyncio.gather(*tasks, return_exceptions=True)
         for q in list(self.runtime._subscribers):
             self.runtime._subscribers.discard(q)
+        self.shutting_down = None
         self.checker.agent_restarted()
         self.shapes.agent_restarted(self._api_pods_terminal())
         self.start()
@@ -190,6 +204,8 @@ class Sim:
         admitted = sum(1 for p in node.manager.active_pods()
                        if podview.uid(p) in workers and podview.uid(p) not in node.manager._rejected)
         self.checker.check(statuses, workers, admitted)
+        if self.shutdown_order.violation is not None:
+            raise self.shutdown_order.violation
         running = [p for p in node.manager.active_pods()
                    if (w := node.workers.get(podview.uid(p))) is not None and not w.terminating
                    and podview.uid(p) not in node.manager._rejected]

@@ -16,6 +16,7 @@ from tests.sim.invariants import Checker, SimRuntime, Violation
 from tests.sim.shapes import ALLOCATABLE_CPU, ALLOCATABLE_MEMORY, ExecScript, is_sidecar, pod_requests
 
 PROBE_RESTART_BOUND = 600.0  # virtual seconds: back-off's 300 s cap, the probe period, injected faults
+REASONS = {"evicted": "Evicted", "preempted": "Preempting"}
 EVICTED_BOUND = 180.0  # virtual seconds after its grace by which an evicted pod's phase is Failed
 
 
@@ -128,7 +129,13 @@ class ShapeChecker:
                                                        f"probe, not running again after {PROBE_RESTART_BOUND:.0f} s")
         for uid, (how, deadline) in self.evicted.items():
             status = statuses.get(uid)
-            if mono > deadline and status is not None and status.get("phase") != "Failed" \
-                    and uid not in self.checker.deletions:
-                raise Violation("eviction-terminal", f"pod {uid} was {how}, its phase is still {status.get('phase')} "
+            if status is None or uid in self.checker.deletions:
+                continue
+            phase, reason = status.get("phase"), status.get("reason")
+            # as upstream's SyncTerminatingPod, the final status comes from what the runtime reports after the
+            # kill: Succeeded when every container exited 0 (without the kill's reason), else Failed with it
+            if phase == "Failed" and reason != REASONS[how]:
+                raise Violation("eviction-terminal", f"pod {uid} was {how}, it ends {phase}/{reason}")
+            if mono > deadline and phase not in ("Failed", "Succeeded"):
+                raise Violation("eviction-terminal", f"pod {uid} was {how}, its phase is still {phase} "
                                                      f"at {mono:.1f} (deadline {deadline:.1f})")

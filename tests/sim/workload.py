@@ -35,7 +35,7 @@ HANG_OPS = ("run_pod_sandbox", "create_container", "start_container", "stop_cont
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # create | delete | exit | vanish | fail | hang | crash | wait | unhealthy | pressure
+    kind: str  # create | delete | exit | vanish | fail | hang | crash | wait | unhealthy | pressure | shutdown
     a: int = 0
     b: int = 0
     dt: float = 0.0  # virtual seconds run after the event
@@ -46,7 +46,7 @@ class Event:
 
 # kind -> weight; crash is rare enough that most runs see a pod through its whole life
 WEIGHTS: dict[str, int] = {"create": 20, "delete": 12, "exit": 14, "vanish": 4, "fail": 8, "hang": 3, "crash": 2,
-                           "wait": 10, "unhealthy": 3, "pressure": 3}
+                           "wait": 10, "unhealthy": 3, "pressure": 3, "shutdown": 1}
 _KINDS = list(WEIGHTS)
 _CUM = [sum(list(WEIGHTS.values())[: i + 1]) for i in range(len(WEIGHTS))]
 
