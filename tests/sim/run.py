@@ -113,7 +113,7 @@ class Sim:
         node = self.node
         assert node is not None
         if ev.kind == "create":
-            pod = pod_for(self.created, ev.a)
+            pod = pod_for(self.created, ev.a, decorated=ev.b == 1)
             self.created += 1
             self.wanted[podview.uid(pod)] = pod
             self.shapes.pods[podview.uid(pod)] = pod

@@ -20,7 +20,8 @@ from minikubelet.events import EventRecorder
 from minikubelet.nodeshutdown.groups import group_by_priority
 from minikubelet.nodeshutdown.logind import Logind
 from minikubelet.nodeshutdown.manager import NodeShutdownManager
-from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, PodStatusFn
+from minikubelet.services.node_shutdown import shutdown_kill
+from minikubelet.worker.lifecycle import PodLifecycle, PodStatusFn
 from minikubelet.worker.workers import PodWorkers
 from tests.sim.invariants import Violation
 
@@ -34,6 +35,7 @@ class _Group:
     grace: float
     started: float | None = None
     pending: set[str] = field(default_factory=set)  # uids asked to stop, not stopped yet
+    members: set[str] = field(default_factory=set)  # its pods when the shutdown began
 
 
 @dataclass
@@ -47,8 +49,9 @@ class ShutdownOrder:
 
     def begin(self, pods: Sequence[Pod]) -> dict[str, int]:
         """The pods' groups as the manager will form them: uid -> group index."""
-        self.groups = [_Group(g.priority, g.grace_seconds) for g in group_by_priority(PERIODS, pods)]
-        return {podview.uid(p): i for i, g in enumerate(group_by_priority(PERIODS, pods)) for p in g.pods}
+        formed = group_by_priority(PERIODS, pods)
+        self.groups = [_Group(g.priority, g.grace_seconds, members={podview.uid(p) for p in g.pods}) for g in formed]
+        return {podview.uid(p): i for i, g in enumerate(formed) for p in g.pods}
 
     def kill(self, index: int, uid: str) -> None:
         now = self.clock.monotonic()
@@ -56,10 +59,12 @@ class ShutdownOrder:
         if group.started is None:
             group.started = now
         for lower in self.groups[:index]:
-            if lower.pending and lower.started is not None and now < lower.started + lower.grace - SLACK:
+            if lower.members and (lower.started is None or (
+                    lower.pending and now < lower.started + lower.grace - SLACK)):
                 self.violation = self.violation or Violation(
                     "shutdown-order", f"pod {uid} (priority group {group.priority}) asked to stop at {now:.1f} while "
-                                      f"{sorted(lower.pending)} of group {lower.priority} still run within its grace")
+                                      f"group {lower.priority} was not asked to stop, or {sorted(lower.pending)} of it still "
+                                      f"run within its grace")
         group.pending.add(uid)
         self.killed.add(uid)
 
@@ -71,6 +76,7 @@ def shutdown_manager(clock: FakeClock, recorder: EventRecorder, workers: PodWork
                      order: ShutdownOrder) -> tuple[NodeShutdownManager, dict[str, int]]:
     """As services/node_shutdown.py builds it (its pods: those whose workers have not terminated them)."""
     groups: dict[str, int] = {}
+    agent_kill = shutdown_kill(workers)
 
     def shutdown_pods() -> list[Pod]:
         pods = [w.pod for uid in workers.uids()
@@ -83,8 +89,7 @@ def shutdown_manager(clock: FakeClock, recorder: EventRecorder, workers: PodWork
         uid = podview.uid(pod)
         index = groups.get(uid, 0)
         order.kill(index, uid)
-        done = asyncio.Event()
-        workers.update_pod(pod, kill=KillPodOptions(grace_override=grace, status_fn=status_fn, completed=done))
+        done = agent_kill(pod, grace, status_fn)
 
         async def watch() -> None:
             await done.wait()

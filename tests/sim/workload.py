@@ -63,6 +63,8 @@ def generate(seed: int, steps: int) -> list[Event]:
             b = rng.choice((1, 1, 2, 5))
         elif kind == "hang":
             b = rng.choice((1, 5, 20, 60))  # how long the call hangs
+        elif kind == "create":
+            b = 0 if rng.random() < 0.15 else 1  # 0: the plain shape of the first traces (no probes, hooks...)
         elif kind == "pressure":
             b = rng.randrange(7)  # which signal and how far: tests/sim/pressure.py LEVELS
         else:
@@ -71,8 +73,10 @@ def generate(seed: int, steps: int) -> list[Event]:
     return out
 
 
-def pod_for(n: int, shape: int) -> Pod:
-    """Pod number `n` of a run, of the shape drawn from `shape`."""
+def pod_for(n: int, shape: int, decorated: bool = False) -> Pod:
+    """Pod number `n` of a run, of the shape drawn from `shape`; `decorated`: with probes, hooks, sidecars,
+    resources, volumes, priority and maybe the API as its source (tests/sim/shapes.py), else a static pod of
+    containers and an init container only (the shape regression traces of the first rounds were drawn with)."""
     rng = random.Random(shape)
     kinds = list(PROGRAMS)
     containers = [{"name": f"{rng.choice(kinds)}-{i}", "image": IMAGE} for i in range(rng.randint(1, MAX_CONTAINERS))]
@@ -81,7 +85,7 @@ def pod_for(n: int, shape: int) -> Pod:
                             "terminationGracePeriodSeconds": rng.choice(GRACES)}
     if rng.random() < 0.3:
         spec["initContainers"] = [{"name": f"{rng.choice(list(INIT_PROGRAMS))}-0", "image": IMAGE}]
-    source = decorate(spec, rng)
+    source = decorate(spec, rng) if decorated else "file"
     pod: Pod = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"p{n % NAMES}", "namespace": "default", "uid": f"uid-{n}",
                              "annotations": {"kubernetes.io/config.source": source}},
