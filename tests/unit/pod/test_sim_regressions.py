@@ -52,3 +52,12 @@ def test_a_container_killed_for_a_failed_probe_waits_out_its_back_off() -> None:
     # instance: restarts after the first wait 10 s, 20 s, ...
     out = run_trace(14, [Event("create", 21620, 1, 32.0)])
     assert out.violation is None, out.violation
+
+
+def test_a_pod_removed_during_a_node_shutdown_is_not_brought_back() -> None:
+    # seed 7 (with pod shapes): the node shutdown manager lists its pods when the shutdown begins and stops the
+    # priority groups one after the other; a pod removed from its source meanwhile was handed to a new pod worker,
+    # which wrote a status for a pod gone (restart counts back to 0) and stayed
+    events = [Event("create", 41761, 1, 5.0), Event("create", 3544, 0, 5.0), Event("shutdown", 61897, 0, 2.0)]
+    out = run_trace(7, events)
+    assert out.violation is None, out.violation
