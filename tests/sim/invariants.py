@@ -15,6 +15,7 @@ from minikubelet.base.clock import FakeClock
 from minikubelet.worker.backoff import CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER
 
 TERMINAL = ("Succeeded", "Failed")
+KILL_REASONS = ("Evicted", "Preempting", "Terminated")  # a kill's status function: eviction, preemption, shutdown
 MAX_CALLS_AT_INSTANT = 500  # a busy loop: the agent calls the runtime this often without virtual time passing
 DELETE_BOUND = 180.0  # virtual seconds after grace by which a deleted pod's worker is done (see docs/testing.md)
 # upstream flowcontrol.Backoff for containers: first restart at once, then 10 s doubling to 300 s, forgiven after
@@ -29,7 +30,8 @@ INVARIANTS: dict[str, str] = {
     "one-running-instance": "never two running instances of one container (pod uid, name) at once",
     "one-ready-sandbox": "never two running sandboxes of one pod at once",
     "terminal-phase-final": "a pod whose phase is Succeeded or Failed never runs a container again and never "
-                            "leaves that phase",
+                            "leaves that phase (but Failed by a kill's reason becomes Succeeded once every container "
+                            "exited 0, as upstream's final status)",
     "restart-counts-monotonic": "a container's restartCount never decreases",
     "backoff-schedule": "a container is never restarted sooner than upstream's crash-loop back-off allows",
     "admitted-within-capacity": "the pods admitted and not terminated never exceed the node's max pods",
@@ -127,6 +129,7 @@ class Checker:
     # removed behind the agent -> the id of the instance started since (None before), until a status shows it
     recounting: dict[tuple[str, str], str | None] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    killed_failed: set[str] = field(default_factory=set)  # Failed by a kill's reason, not yet by the runtime's
     # a violation seen inside a runtime call: raising there would only fail the agent's call, so it waits here
     pending: Violation | None = None
 
@@ -213,6 +216,7 @@ class Checker:
         differently, so the per-pod history of phase, restart count and back-off starts over."""
         self.backoff.clear()
         self.terminal.clear()
+        self.killed_failed.clear()
         self.restarts.clear()
         for runs in self.runs.values():
             if runs:
@@ -242,10 +246,18 @@ class Checker:
         for uid, status in statuses:
             phase = str(status.get("phase") or "")
             seen = self.terminal.get(uid)
+            if seen is not None and (seen[0], phase) == ("Failed", "Succeeded") and uid in self.killed_failed:
+                # upstream SyncTerminatingPod: the kill's reason (eviction, preemption, node shutdown) is written
+                # before the containers stop, the final status from what they did: all exited 0 is Succeeded
+                self.terminal[uid] = (phase, now)
+                self.killed_failed.discard(uid)
+                seen = self.terminal[uid]
             if seen is not None and phase != seen[0]:
                 raise Violation("terminal-phase-final", f"pod {uid} was {seen[0]} at {seen[1]:.1f}, now {phase}")
             if seen is None and phase in TERMINAL:
                 self.terminal[uid] = (phase, now)
+                if phase == "Failed" and status.get("reason") in KILL_REASONS:
+                    self.killed_failed.add(uid)
             for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
                 key = (uid, str(cs.get("name")))
                 count = int(cs.get("restartCount") or 0)

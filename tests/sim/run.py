@@ -91,8 +91,16 @@ class Sim:
 
     def _new_node(self) -> SimNode:
         return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
-                       machine=self.machine, evicted=lambda p: self.shapes.evict(p, "evicted"),
+                       machine=self.machine, evicted=self._evicted,
                        preempted=lambda p: self.shapes.evict(p, "preempted"), shutdown_order=self.shutdown_order)
+
+    def _evicted(self, pod: Pod) -> None:
+        node = self.node
+        # a pod refused after a restart, whose stand-in worker stops what it ran before, is active (under
+        # termination) and may be picked: its status stays the refusal, nothing of it runs again either way
+        if node is not None and podview.uid(pod) in node.manager._rejected:
+            return
+        self.shapes.evict(pod, "evicted")
 
     def start(self) -> None:
         """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call

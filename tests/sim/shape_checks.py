@@ -100,7 +100,11 @@ class ShapeChecker:
     def evict(self, pod: Pod, how: str) -> None:
         uid = str(pod["metadata"]["uid"])
         grace = float((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 0)
-        self.evicted.setdefault(uid, (how, self.clock.monotonic() + grace + EVICTED_BOUND))
+        if uid in self.evicted:  # a pod preempted and then evicted while it stops: either reason may be final
+            hows, deadline = self.evicted[uid]
+            self.evicted[uid] = (f"{hows}+{how}" if how not in hows.split("+") else hows, deadline)
+        else:
+            self.evicted[uid] = (how, self.clock.monotonic() + grace + EVICTED_BOUND)
         for key in [k for k in self.probe_kills if k[0] == uid]:
             del self.probe_kills[key]
 
@@ -134,7 +138,7 @@ class ShapeChecker:
             phase, reason = status.get("phase"), status.get("reason")
             # as upstream's SyncTerminatingPod, the final status comes from what the runtime reports after the
             # kill: Succeeded when every container exited 0 (without the kill's reason), else Failed with it
-            if phase == "Failed" and reason != REASONS[how]:
+            if phase == "Failed" and reason not in {REASONS[h] for h in how.split("+")}:
                 raise Violation("eviction-terminal", f"pod {uid} was {how}, it ends {phase}/{reason}")
             if mono > deadline and phase not in ("Failed", "Succeeded"):
                 raise Violation("eviction-terminal", f"pod {uid} was {how}, its phase is still {phase} "
