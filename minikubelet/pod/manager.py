@@ -241,11 +241,9 @@ class PodManager:
         """Called by the pod workers when a removed pod's worker has cleaned up: admit who waited for it."""
         self.runtime_only.discard(uid)
         self._finished_at[uid] = self._clock.monotonic()
-        rejection = self._rejections.get(uid)
-        if rejection is not None and uid in self.desired:
-            # what a rejected pod ran before an agent restart is stopped (adopt_orphans); its rejection stands
-            self.statuses.set_pod_status(self.desired[uid], rejection)
-            self.statuses.terminate_pod(self.desired[uid])
+        if uid not in self.desired:
+            # a stand-in worker (adopt_orphans) keeps the refusal it found; once the pod is gone, so is that
+            self.statuses.remove_pod(uid)
         full = podview.full_name(pod)
         for wuid, p in list(self._waiting.items()):
             if podview.full_name(p) == full and wuid in self.desired:
@@ -294,7 +292,8 @@ class PodManager:
             # Upstream HandlePodCleanups kills a running pod no source knows with a grace of 1 s (the
             # container kill's 2 s minimum still applies): a pod force-deleted while the agent was down
             # stops at once, not after its own grace.
-            self.workers.update_pod(pod, kill=KillPodOptions(grace_override=ORPHAN_GRACE), adopted=True)
+            worker = self.workers.update_pod(pod, kill=KillPodOptions(grace_override=ORPHAN_GRACE), adopted=True)
+            worker.st.owns_status = False  # a refused pod keeps its refusal; a pod no source wants has none
             self.workers.remove_pod(uid)
             self.runtime_only.add(uid)
             count += 1

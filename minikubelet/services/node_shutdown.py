@@ -72,22 +72,33 @@ def node_shutdown(config: KubeletConfig, clock: Clock, recorder: EventRecorder, 
         return [w.pod for uid in workers.uids()
                 if (w := workers.get(uid)) is not None and w.lifecycle is not PodLifecycle.TERMINATED]
 
-    def kill(pod: Pod, grace: int, status_fn: PodStatusFn) -> asyncio.Event:
-        done = asyncio.Event()
-        workers.update_pod(pod, kill=KillPodOptions(grace_override=grace, status_fn=status_fn, completed=done))
-        return done
-
     # MKL_LOGIND_CONF_DIR: where the InhibitDelayMaxSec drop-in goes when logind is a test's double
     conf_dir = os.environ.get("MKL_LOGIND_CONF_DIR") or LOGIND_CONF_DIR
     service = NodeShutdownService()
     service.manager = NodeShutdownManager(
-        periods, clock, shutdown_pods, kill, recorder.node_event, recorder.pod_event, service.sync_node_status_now,
+        periods, clock, shutdown_pods, shutdown_kill(workers), recorder.node_event, recorder.pod_event, service.sync_node_status_now,
         lambda: Logind.connect(conf_dir), statuses_written)
     if metrics is not None and feature_enabled(config, "GracefulNodeShutdownBasedOnPodPriority"):
         # upstream keeps the record only with the priority-based shutdown, its gauges' condition
         service.manager.state = ShutdownState(config.root_dir, metrics)
         service.manager.state.restore()
     return service
+
+
+def shutdown_kill(workers: PodWorkers) -> Callable[[Pod, int, PodStatusFn], asyncio.Event]:
+    """The shutdown manager's kill through the pod workers; its event is set once nothing of the pod runs. The
+    pods were listed when the shutdown began: one whose worker has finished since (removed from its source while
+    a lower group stopped) is done, not handed to a new worker, which would write a status for a pod gone."""
+
+    def kill(pod: Pod, grace: int, status_fn: PodStatusFn) -> asyncio.Event:
+        done = asyncio.Event()
+        if workers.get(podview.uid(pod)) is None:
+            done.set()
+            return done
+        workers.update_pod(pod, kill=KillPodOptions(grace_override=grace, status_fn=status_fn, completed=done))
+        return done
+
+    return kill
 
 
 def pods_written(written: Callable[[str], bool] | None, pods: Sequence[Pod]) -> bool:

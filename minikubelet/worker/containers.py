@@ -126,10 +126,13 @@ class Containers:
         uid = view.uid
         pod = view.raw
         latest = state.latest(name)
-        # Upstream doBackOff: a container that exited recently waits out its backoff.
-        if latest is not None and latest.state is ContainerState.EXITED and latest.finished_at:
+        # Upstream doBackOff: a container that exited recently waits out its backoff. Its reference is the newest
+        # *exited* instance: one killed in this pass (a failed liveness probe) still shows running in `state`, and
+        # its restart is judged by the exit before it, not let through unchecked.
+        exited = next((a for a in state.attempts(name) if a.state is ContainerState.EXITED), None)
+        if exited is not None and exited.finished_at:
             key = backoff_key(view, c)
-            if self._backoff.in_backoff_since(key, latest.finished_at):
+            if self._backoff.in_backoff_since(key, exited.finished_at):
                 delay = self._backoff.get(key)
                 st.reasons[name] = (
                     "CrashLoopBackOff",
@@ -139,9 +142,9 @@ class Containers:
                     pod, "Warning", ev.BACKOFF,
                     f"Back-off restarting failed container {name} in pod {view.format_pod}", name,
                 )
-                st.wake_no_later_than(self._clock.monotonic() + self._backoff.remaining(key, latest.finished_at) + 0.05)
+                st.wake_no_later_than(self._clock.monotonic() + self._backoff.remaining(key, exited.finished_at) + 0.05)
                 return ""
-            self._backoff.next(key, latest.finished_at)
+            self._backoff.next(key, exited.finished_at)
 
         # upstream counts the start once past the back-off, before the image and the create
         self._metrics.started_containers.labels(container_type(c)).inc()

@@ -23,6 +23,9 @@ class PodSyncState:
     log_fallbacks: dict[str, str] = field(default_factory=dict)  # container id -> log tail
     start_recorded: bool = False
     override: tuple[str, str, str] | None = None  # (phase, reason, message) set by the active deadline
+    # False for a stand-in worker that stops a runtime pod no source wants, or one admission refused (upstream
+    # SyncTerminatingRuntimePod): it has no spec to report, so it writes and removes no status
+    owns_status: bool = True
     wake_at: float | None = None  # monotonic time of the earliest wake-up a sync asked for
     sync_failed: bool = False  # this pass failed (upstream SyncPod's error): the worker backs off
     # the pod as this pass left it in the runtime, when the pass ended with nothing left to do (None otherwise):

@@ -394,6 +394,8 @@ class PodSyncer:
         )
         if status_fn is not None:
             status_fn(status)
+        if not st.owns_status:
+            return status
         self._statuses.set_pod_status(view.raw, status)
         if not st.start_recorded and status.get("phase") == "Running":
             st.start_recorded = True
@@ -514,17 +516,18 @@ class PodSyncer:
         unmount_pod_volumes(self._root_dir, uid, self.containers.mounter)
         self.containers.volume_ops.unwanted(uid)
         entry = self._statuses.get(uid)
-        if entry is not None and entry.finished and not killed:
+        if (entry is not None and entry.finished and not killed) or not st.owns_status:
             return
         await self.publish(view, state, st, terminal=True)
         self._statuses.terminate_pod(view.raw)
         if self.explain is not None:
             self.explain.terminated(view)
 
-    async def cleanup(self, view: PodView) -> bool:
+    async def cleanup(self, view: PodView, keep_status: bool = False) -> bool:
         """The pod is gone from every source: remove its containers, sandboxes, logs, volumes and pod directory,
-        its cgroup, backoff entries and status. False when something is still left (the worker retries); a
-        runtime error raises, and is retried the same way."""
+        its cgroup, backoff entries and status (`keep_status`: a stand-in worker's pod keeps the status it has,
+        a refusal). False when something is still left (the worker retries); a runtime error raises, and is
+        retried the same way."""
         uid = view.uid
         state = await self.observe(uid)
         for c in state.containers:
@@ -547,7 +550,8 @@ class PodSyncer:
             self.actuated.remove(uid)
         if self.resize_conditions is not None:
             self.resize_conditions.remove(uid)
-        self._statuses.remove_pod(uid)
+        if not keep_status:
+            self._statuses.remove_pod(uid)
         if self.explain is not None:
             self.explain.forget(uid)
         if self.containers.objects is not None:

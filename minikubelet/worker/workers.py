@@ -198,7 +198,7 @@ class PodWorker:
             self._completed.clear()
             # upstream: SyncTerminatedPod follows at once (its final status is what allows the final DELETE)
         if self._removed:
-            if await self._syncer.cleanup(self.view):
+            if await self._syncer.cleanup(self.view, keep_status=not self.st.owns_status):
                 return True
             self.st.wake_no_later_than(self._clock.monotonic() + SYNC_ERROR_RETRY)
             return False

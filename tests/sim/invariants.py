@@ -15,6 +15,7 @@ from minikubelet.base.clock import FakeClock
 from minikubelet.worker.backoff import CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER
 
 TERMINAL = ("Succeeded", "Failed")
+KILL_REASONS = ("Evicted", "Preempting", "Terminated")  # a kill's status function: eviction, preemption, shutdown
 MAX_CALLS_AT_INSTANT = 500  # a busy loop: the agent calls the runtime this often without virtual time passing
 DELETE_BOUND = 180.0  # virtual seconds after grace by which a deleted pod's worker is done (see docs/testing.md)
 # upstream flowcontrol.Backoff for containers: first restart at once, then 10 s doubling to 300 s, forgiven after
@@ -29,7 +30,8 @@ INVARIANTS: dict[str, str] = {
     "one-running-instance": "never two running instances of one container (pod uid, name) at once",
     "one-ready-sandbox": "never two running sandboxes of one pod at once",
     "terminal-phase-final": "a pod whose phase is Succeeded or Failed never runs a container again and never "
-                            "leaves that phase",
+                            "leaves that phase (but Failed by a kill's reason becomes Succeeded once every container "
+                            "exited 0, as upstream's final status)",
     "restart-counts-monotonic": "a container's restartCount never decreases",
     "backoff-schedule": "a container is never restarted sooner than upstream's crash-loop back-off allows",
     "admitted-within-capacity": "the pods admitted and not terminated never exceed the node's max pods",
@@ -37,6 +39,17 @@ INVARIANTS: dict[str, str] = {
                             f"{DELETE_BOUND:.0f} s",
     "quiescence-clean": "once every pod is deleted and time has passed, nothing is left: containers, sandboxes, "
                         "pod dirs, volumes, log files, workers, statuses",
+    "admitted-within-allocatable": "the cpu and memory the admitted pods not terminated request never exceed the "
+                                   "node's allocatable",
+    "probe-kill-restarts": "a container its liveness probe killed (pod neither deleted nor evicted, policy not "
+                           "Never) starts again as a later attempt (a counted restart) within 600 s",
+    "sidecar-order": "a pod's regular containers first start only once its sidecars have started, and a sidecar is "
+                     "stopped before the grace is up only once every running regular container was asked to stop",
+    "eviction-terminal": "a pod the eviction manager or a preemption killed never starts a container again, and "
+                         "its phase is terminal within its grace + 180 s: Failed with reason Evicted (Preempting), or "
+                         "Succeeded if every container exited 0",
+    "shutdown-order": "in a node shutdown, a pod of a higher priority group is asked to stop only once every pod of "
+                      "each lower group has stopped or that group's grace has passed",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",
@@ -58,6 +71,7 @@ class _Run:
     started: float
     finished: float | None = None
     vanished: bool = False
+    stopped: bool = False  # the agent stopped it while it ran (a probe's kill, a failed postStart)
 
 
 @dataclass
@@ -79,7 +93,14 @@ class SimRuntime(FakeRuntime):
         super().__init__(clock, **kwargs)
         self.on_start: Callable[[_Object], None] = lambda _o: None
         self.on_exit: Callable[[_Object, bool], None] = lambda _o, _v: None
+        self.on_stop: Callable[[_Object, float], None] = lambda _o, _t: None
         self.vanishing = False
+
+    async def stop_container(self, container_id: str, timeout: float, signal: str = "") -> None:
+        obj = self._find(container_id)
+        if obj is not None:
+            self.on_stop(obj, timeout)
+        await super().stop_container(container_id, timeout, signal)
 
     def _start(self, obj: _Object) -> None:
         self.on_start(obj)
@@ -108,6 +129,7 @@ class Checker:
     # removed behind the agent -> the id of the instance started since (None before), until a status shows it
     recounting: dict[tuple[str, str], str | None] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    killed_failed: set[str] = field(default_factory=set)  # Failed by a kill's reason, not yet by the runtime's
     # a violation seen inside a runtime call: raising there would only fail the agent's call, so it waits here
     pending: Violation | None = None
 
@@ -147,6 +169,10 @@ class Checker:
         now = self.clock.now()
         runs = self.runs.setdefault(key, [])
         prev = runs[-1] if runs else None
+        if prev is not None and prev.stopped and prev.finished is not None and not prev.vanished:
+            # upstream restarts a container it killed in the same sync, its back-off judged by the exit before
+            # (doBackOff reads the first exited status the sync began with): none, or that older one
+            prev = runs[-2] if len(runs) > 1 else None
         runs.append(_Run(now))
         if prev is None:
             return
@@ -172,6 +198,12 @@ class Checker:
             runs[-1].finished = self.clock.now()
             runs[-1].vanished = vanished
 
+    def stopped(self, uid: str, name: str) -> None:
+        """The agent asks the runtime to stop the running instance of a container."""
+        runs = self.runs.get((uid, name))
+        if runs and runs[-1].finished is None:
+            runs[-1].stopped = True
+
     def removed_behind_agent(self, uid: str, name: str) -> None:
         """The newest instance of a container is removed by someone else: the status then shows the restart count
         of the newest one left, as upstream's does (the count goes on from it), so the count starts over."""
@@ -184,6 +216,7 @@ class Checker:
         differently, so the per-pod history of phase, restart count and back-off starts over."""
         self.backoff.clear()
         self.terminal.clear()
+        self.killed_failed.clear()
         self.restarts.clear()
         for runs in self.runs.values():
             if runs:
@@ -213,10 +246,18 @@ class Checker:
         for uid, status in statuses:
             phase = str(status.get("phase") or "")
             seen = self.terminal.get(uid)
+            if seen is not None and (seen[0], phase) == ("Failed", "Succeeded") and uid in self.killed_failed:
+                # upstream SyncTerminatingPod: the kill's reason (eviction, preemption, node shutdown) is written
+                # before the containers stop, the final status from what they did: all exited 0 is Succeeded
+                self.terminal[uid] = (phase, now)
+                self.killed_failed.discard(uid)
+                seen = self.terminal[uid]
             if seen is not None and phase != seen[0]:
                 raise Violation("terminal-phase-final", f"pod {uid} was {seen[0]} at {seen[1]:.1f}, now {phase}")
             if seen is None and phase in TERMINAL:
                 self.terminal[uid] = (phase, now)
+                if phase == "Failed" and status.get("reason") in KILL_REASONS:
+                    self.killed_failed.add(uid)
             for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
                 key = (uid, str(cs.get("name")))
                 count = int(cs.get("restartCount") or 0)

@@ -20,11 +20,11 @@ def _stuck_never_started() -> None:
     (the pod stays Terminating), the bug class of issue 32's "deleted pod whose containers never started"."""
     cleanup = PodSyncer.cleanup
 
-    async def mutated(self: PodSyncer, view: PodView) -> bool:
+    async def mutated(self: PodSyncer, view: PodView, keep_status: bool = False) -> bool:
         state = await self.observe(view.uid)
         if not state.containers:
             return False
-        return await cleanup(self, view)
+        return await cleanup(self, view, keep_status)
 
     PodSyncer.cleanup = mutated  # type: ignore[method-assign]
 

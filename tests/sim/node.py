@@ -1,23 +1,30 @@
 """The agent's pod managers wired as the agent wires them (minikubelet/services/: pod sources and merge, pod manager
-and admission, pod workers, PLEG relist and events, status manager, container GC, the orphan pod dir sweep) on a
-FakeRuntime and the simulation's FakeClock. A crash drops every task and object of the agent but the runtime and
+and admission (the eviction manager's and the predicates' against allocatable, with preemption), pod workers,
+the probe manager, PLEG relist and events, status manager, container GC, the eviction manager on a scripted
+Summary (tests/sim/pressure.py), the orphan pod dir sweep) on a FakeRuntime and the simulation's FakeClock. A crash drops every task and object of the agent but the runtime and
 the disk; the next SimNode starts from them as the agent does after a restart."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
+from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
+from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
+from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
-from minikubelet.pod.admission import MaxPodsAdmitHandler
+from minikubelet.node.labels import initial_node
 from minikubelet.pod.manager import PodManager
+from minikubelet.pod.predicate import PredicateAdmitHandler
+from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.sources.merge import PodConfig
 from minikubelet.status.manager import StatusManager
@@ -32,17 +39,31 @@ from minikubelet.worker.backoff import (
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
+from minikubelet.worker.lifecycle import KillPodOptions
+from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
+from probes.manager import ProbeManager
+from tests.sim.pressure import Machine, eviction_manager
+from tests.sim.shapes import ALLOCATABLE_CPU, ALLOCATABLE_MEMORY
+from tests.sim.shutdown import ShutdownOrder, shutdown_manager
 from tests.unit.volumes.fake_mounter import FakeMounter
 
 ORPHAN_SWEEP_PERIOD = 60.0  # services/housekeeping.py
 FILE_SOURCE = "file"
+SOURCES = (FILE_SOURCE, "api")
+
+
+def _source(pod: Pod) -> str:
+    return str((podview.meta(pod).get("annotations") or {}).get("kubernetes.io/config.source", FILE_SOURCE))
 
 
 class SimNode:
     def __init__(self, root: Path, runtime: FakeRuntime, clock: FakeClock, max_pods: int,
-                 on_finished: Callable[[str], None], mounter: FakeMounter) -> None:
+                 on_finished: Callable[[str], None], mounter: FakeMounter, machine: Machine,
+                 evicted: Callable[[Pod], None] = lambda _p: None,
+                 preempted: Callable[[Pod], None] = lambda _p: None,
+                 shutdown_order: ShutdownOrder | None = None) -> None:
         self.root = root
         self.runtime = runtime
         self.clock = clock
@@ -55,21 +76,39 @@ class SimNode:
         containers = Containers(runtime, clock, self.recorder, self.metrics, self.container_backoff, images, None,
                                 str(root), str(root / "logs"), "10.0.0.1", legacy_log_dir=str(root / "containers"), mounter=mounter)
         self.logs = containers.logs
+        self.probes = ProbeManager(runtime, clock, CollectorRegistry(), lambda uid: self.workers.wake(uid),
+                                   events=self.recorder.pod_event)
         self.syncer = PodSyncer(runtime, clock, self.recorder, self.metrics, containers, images,
-                                self.container_backoff, self.statuses, None, str(root), "10.0.0.1")
+                                self.container_backoff, self.statuses, ManagerProbeSource(self.probes), str(root),
+                                "10.0.0.1")
         self.syncer.container_id_scheme = runtime.runtime_version.container_id_scheme
         self._on_finished = on_finished
         self.workers = PodWorkers(self._worker, on_finished=self._finished)
-        self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(max_pods)], clock,
-                                  self.recorder, metrics=self.metrics)
-        self.config = PodConfig(self.manager.handle)
         self.gc = ContainerGC(runtime, clock, containers.logs, self.workers.uids)
+        self._preempted = preempted
+        node = initial_node("node-1", {}, (), {"cpu": ALLOCATABLE_CPU, "memory": ALLOCATABLE_MEMORY,
+                                               "pods": Fraction(max_pods)})
+        self.eviction = eviction_manager(machine, clock, self.recorder, self.workers,
+                                         lambda: self.manager.active_pods(), self.gc, evicted)
+        self.shutdown, _ = shutdown_manager(clock, self.recorder, self.workers, shutdown_order or ShutdownOrder(clock))
+        # as the agent: the eviction manager's admit handler first, then the predicates (resources, max pods), the
+        # node shutdown manager's last
+        self.manager = PodManager(self.workers, self.statuses, [
+            self.eviction, PredicateAdmitHandler(lambda: node, self._preempt, metrics=self.metrics), self.shutdown],
+            clock, self.recorder, metrics=self.metrics)
+        self.config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
 
     def _worker(self, pod: Pod, adopted: bool) -> PodWorker:
         return PodWorker(pod, self.syncer, self.clock, self.metrics, resync_period=10.0, adopted=adopted)
+
+    def _preempt(self, pod: Pod) -> None:
+        """As the agent's: a pod evicted so that a critical pod fits."""
+        self._preempted(pod)
+        self.recorder.pod_event(pod, "Warning", PREEMPT_REASON, PREEMPT_MESSAGE)
+        self.workers.update_pod(pod, kill=KillPodOptions(status_fn=preempted_status_fn(rfc3339(self.clock.now()))))
 
     def _finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)
@@ -93,12 +132,15 @@ class SimNode:
         self.set_pods(pods())
         self.manager.adopt_orphans(self.pleg.runtime_uids)
         self._spawn("container-gc", self.gc.run())
+        self._spawn("eviction-manager", self.eviction.run())
         self._spawn("orphan-sweep", self._orphan_sweep())
         self._spawn("housekeeping", self._housekeeping())
 
     def set_pods(self, pods: list[Pod]) -> None:
+        """Each pod to the source its config.source annotation names (a static file, or the API)."""
         if self.started:
-            self.config.set_source_pods(FILE_SOURCE, pods)
+            for source in SOURCES:
+                self.config.set_source_pods(source, [p for p in pods if _source(p) == source])
 
     def sweep_orphans(self) -> None:
         known = set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cri.errors import RuntimeError_
-from cri.fake import Gate
+from cri.fake import Gate, _Object
 from cri.types import ContainerState
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
@@ -20,6 +20,10 @@ from minikubelet.base.podview import Pod
 from tests.sim.invariants import Checker, SimRuntime, Violation
 from tests.sim.loop import Blocked, Livelock, Scheduler, SimLoop
 from tests.sim.node import SimNode
+from tests.sim.pressure import Machine
+from tests.sim.shape_checks import ShapeChecker
+from tests.sim.shapes import ExecScript
+from tests.sim.shutdown import ShutdownOrder
 from tests.sim.workload import FAULT_OPS, HANG_OPS, IMAGE, Event, generate, pod_for, programs
 from tests.unit.volumes.fake_mounter import FakeMounter
 
@@ -64,6 +68,19 @@ class Sim:
         for name, prog in programs().items():
             self.runtime.program(name, prog)
         self.checker = Checker(self.runtime, self.clock, MAX_PODS)
+        self.machine = Machine(self.runtime, self.clock)  # the rest of the machine outlives the agent too
+        self.script = ExecScript(self.clock)
+        self.runtime.set_exec(self.script)
+        self.shapes = ShapeChecker(self.runtime, self.clock, self.checker, self.script)
+        checker_start = self.runtime.on_start
+
+        def on_start(obj: _Object) -> None:
+            checker_start(obj)
+            self.shapes.on_start(obj)
+
+        self.runtime.on_start = on_start
+        self.shutdown_order = ShutdownOrder(self.clock)
+        self.shutting_down: asyncio.Task[None] | None = None  # the node shutdown's processing; then a reboot
         self.wanted: dict[str, Pod] = {}  # uid -> pod, in creation order
         self.created = 0
         self.node: SimNode | None = None
@@ -73,7 +90,17 @@ class Sim:
         self.starting: asyncio.Task[None] | None = None
 
     def _new_node(self) -> SimNode:
-        return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter)
+        return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
+                       machine=self.machine, evicted=self._evicted,
+                       preempted=lambda p: self.shapes.evict(p, "preempted"), shutdown_order=self.shutdown_order)
+
+    def _evicted(self, pod: Pod) -> None:
+        node = self.node
+        # a pod refused after a restart, whose stand-in worker stops what it ran before, is active (under
+        # termination) and may be picked: its status stays the refusal, nothing of it runs again either way
+        if node is not None and podview.uid(pod) in node.manager._rejected:
+            return
+        self.shapes.evict(pod, "evicted")
 
     def start(self) -> None:
         """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call
@@ -87,12 +114,17 @@ class Sim:
                       if not o.is_sandbox and o.state is ContainerState.RUNNING)
 
     async def apply(self, ev: Event) -> None:
+        if self.shutting_down is not None and self.shutting_down.done():
+            # the node shut down once the manager had processed the shutdown: the agent starts again
+            self.shutting_down = None
+            await self.crash()
         node = self.node
         assert node is not None
         if ev.kind == "create":
-            pod = pod_for(self.created, ev.a)
+            pod = pod_for(self.created, ev.a, decorated=ev.b == 1)
             self.created += 1
             self.wanted[podview.uid(pod)] = pod
+            self.shapes.pods[podview.uid(pod)] = pod
             node.set_pods(list(self.wanted.values()))
         elif ev.kind == "delete" and self.wanted:
             uid = sorted(self.wanted)[ev.a % len(self.wanted)]
@@ -104,6 +136,7 @@ class Sim:
             if ev.kind == "vanish":
                 obj = self.runtime._get(cid)
                 self.checker.removed_behind_agent(obj.pod.uid, obj.container.name)
+                self.shapes.probe_kills.pop((obj.pod.uid, obj.container.name), None)  # its attempt count starts over
                 self.runtime.vanishing = True
                 try:
                     self.runtime.vanish(cid, emit=ev.a % 2 == 0)
@@ -120,6 +153,27 @@ class Sim:
             asyncio.get_running_loop().call_later(float(ev.b), gate.release)
         elif ev.kind == "crash":
             await self.crash()
+        elif ev.kind == "unhealthy" and (probed := self._probed()):
+            self.script.unhealthy.add(probed[ev.a % len(probed)])
+        elif ev.kind == "pressure":
+            self.machine.apply(ev.b)
+        elif ev.kind == "shutdown" and self.shutting_down is None and node.started:
+            # what logind's PrepareForShutdown(true) makes the manager do
+            node.shutdown.shutting_down = True
+            self.shutting_down = asyncio.get_running_loop().create_task(node.shutdown.process_shutdown(),
+                                                                        name="node-shutdown")
+
+    def _probed(self) -> list[str]:
+        """Running containers with a liveness probe."""
+        out = []
+        for o in self.runtime.objects():
+            pod = self.shapes.pods.get(o.pod.uid)
+            if o.is_sandbox or o.state is not ContainerState.RUNNING or pod is None:
+                continue
+            spec = next((c for c in pod["spec"]["containers"] if c["name"] == o.container.name), None)
+            if spec is not None and "livenessProbe" in spec:
+                out.append(o.id)
+        return sorted(out)
 
     async def crash(self) -> None:
         me = asyncio.current_task()
@@ -129,8 +183,24 @@ class Sim:
         await asyncio.gather(*tasks, return_exceptions=True)
         for q in list(self.runtime._subscribers):
             self.runtime._subscribers.discard(q)
+        self.shutting_down = None
         self.checker.agent_restarted()
+        self.shapes.agent_restarted(self._api_pods_terminal())
         self.start()
+
+    def _api_pods_terminal(self) -> set[str]:
+        """An API pod comes back after a restart with the status the agent wrote (the API server has it): a
+        terminal one is not admitted again. The uids of those."""
+        node = self.node
+        assert node is not None
+        out: set[str] = set()
+        for uid, pod in list(self.wanted.items()):
+            status = node.statuses.get_pod_status(uid)
+            if podview.is_static(pod) or status is None or status.get("phase") not in ("Succeeded", "Failed"):
+                continue
+            self.wanted[uid] = {**pod, "status": dict(status)}
+            out.add(uid)
+        return out
 
     def check(self) -> None:
         node = self.node
@@ -142,12 +212,19 @@ class Sim:
         admitted = sum(1 for p in node.manager.active_pods()
                        if podview.uid(p) in workers and podview.uid(p) not in node.manager._rejected)
         self.checker.check(statuses, workers, admitted)
+        if self.shutdown_order.violation is not None:
+            raise self.shutdown_order.violation
+        running = [p for p in node.manager.active_pods()
+                   if (w := node.workers.get(podview.uid(p))) is not None and not w.terminating
+                   and podview.uid(p) not in node.manager._rejected]
+        self.shapes.check(dict(statuses), running)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
                           f"{sorted((u, s.get('phase')) for u, s in statuses)}")
 
     async def quiesce(self, sched: Scheduler) -> None:
         """Faults stop, every pod is deleted; then nothing of them may be left."""
         self.runtime._failures.clear()
+        self.machine.relieve()
         for gate in self.gates:
             gate.release()
         node = self.node

@@ -12,6 +12,7 @@ from typing import Any
 from cri.fake import Program
 from minikubelet.api.defaults import apply_defaults
 from minikubelet.base.podview import Pod
+from tests.sim.shapes import SIDECAR, decorate
 
 IMAGE = "busybox:1.36"
 # a container's name says how its process behaves (FakeRuntime programs are set by container name)
@@ -34,7 +35,7 @@ HANG_OPS = ("run_pod_sandbox", "create_container", "start_container", "stop_cont
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # create | delete | exit | vanish | fail | hang | crash | wait
+    kind: str  # create | delete | exit | vanish | fail | hang | crash | wait | unhealthy | pressure | shutdown
     a: int = 0
     b: int = 0
     dt: float = 0.0  # virtual seconds run after the event
@@ -45,7 +46,7 @@ class Event:
 
 # kind -> weight; crash is rare enough that most runs see a pod through its whole life
 WEIGHTS: dict[str, int] = {"create": 20, "delete": 12, "exit": 14, "vanish": 4, "fail": 8, "hang": 3, "crash": 2,
-                           "wait": 10}
+                           "wait": 10, "unhealthy": 3, "pressure": 3, "shutdown": 1}
 _KINDS = list(WEIGHTS)
 _CUM = [sum(list(WEIGHTS.values())[: i + 1]) for i in range(len(WEIGHTS))]
 
@@ -62,14 +63,20 @@ def generate(seed: int, steps: int) -> list[Event]:
             b = rng.choice((1, 1, 2, 5))
         elif kind == "hang":
             b = rng.choice((1, 5, 20, 60))  # how long the call hangs
+        elif kind == "create":
+            b = 0 if rng.random() < 0.15 else 1  # 0: the plain shape of the first traces (no probes, hooks...)
+        elif kind == "pressure":
+            b = rng.randrange(7)  # which signal and how far: tests/sim/pressure.py LEVELS
         else:
             b = 0
         out.append(Event(kind, rng.randrange(1 << 16), b, dt))
     return out
 
 
-def pod_for(n: int, shape: int) -> Pod:
-    """Pod number `n` of a run, of the shape drawn from `shape`."""
+def pod_for(n: int, shape: int, decorated: bool = False) -> Pod:
+    """Pod number `n` of a run, of the shape drawn from `shape`; `decorated`: with probes, hooks, sidecars,
+    resources, volumes, priority and maybe the API as its source (tests/sim/shapes.py), else a static pod of
+    containers and an init container only (the shape regression traces of the first rounds were drawn with)."""
     rng = random.Random(shape)
     kinds = list(PROGRAMS)
     containers = [{"name": f"{rng.choice(kinds)}-{i}", "image": IMAGE} for i in range(rng.randint(1, MAX_CONTAINERS))]
@@ -78,9 +85,10 @@ def pod_for(n: int, shape: int) -> Pod:
                             "terminationGracePeriodSeconds": rng.choice(GRACES)}
     if rng.random() < 0.3:
         spec["initContainers"] = [{"name": f"{rng.choice(list(INIT_PROGRAMS))}-0", "image": IMAGE}]
+    source = decorate(spec, rng) if decorated else "file"
     pod: Pod = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"p{n % NAMES}", "namespace": "default", "uid": f"uid-{n}",
-                             "annotations": {"kubernetes.io/config.source": "file"}},
+                             "annotations": {"kubernetes.io/config.source": source}},
                 "spec": spec}
     return apply_defaults(copy.deepcopy(pod))
 
@@ -93,4 +101,6 @@ def programs() -> dict[str, Program]:
             out[f"{kind}-{i}"] = prog
     for kind, prog in INIT_PROGRAMS.items():
         out[f"{kind}-0"] = prog
+    for i in range(2):
+        out[f"{SIDECAR}-{i}"] = PROGRAMS["run"]
     return out

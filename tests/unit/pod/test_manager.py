@@ -329,3 +329,39 @@ async def test_housekeeping_kills_a_running_pod_no_worker_owns_but_not_on_a_list
         assert successor.finished == ["left"]
     finally:
         await successor.close()
+
+
+async def test_a_pod_refused_after_an_agent_restart_keeps_its_refusal_while_its_containers_stop(
+        node: FakeNode, tmp_path: Path) -> None:
+    """Admitted before a restart, refused after it (the other pods came first): what it runs is stopped by a
+    stand-in worker, and its status stays the refusal throughout, never a status made up from the stand-in
+    (Ready, no containers); once the pod is removed, so is its status."""
+    node.runtime.program("app", Program(ignore_stop_signal=True))
+    late = make_pod(name="late", uid="l1", terminationGracePeriodSeconds=30)
+    node.config.set_source_pods("file", [late])
+    await node.settle()
+    assert node.phase("l1") == "Running"
+    await node.close()
+    successor = FakeNode(tmp_path, max_pods=1, runtime=node.runtime)
+    try:
+        await successor.pleg.relist()
+        successor.config.set_source_pods("file", [make_pod(name="first", uid="f1"), late])
+        assert successor.manager.adopt_orphans(successor.pleg.runtime_uids) == 1
+        seen: list[dict[str, Any]] = []
+        successor.statuses.add_listener(lambda pod, status: seen.append(dict(status or {}))
+                                        if pod["metadata"]["uid"] == "l1" else None)
+        for _ in range(4):  # ignores SIGTERM: SIGKILL after the orphan grace's 2 s minimum
+            await successor.settle()
+            refused = successor.statuses.get_pod_status("l1")
+            assert refused is not None and refused["phase"] == "Failed" and refused["reason"] == "OutOfpods"
+            await successor.advance(1)
+        assert successor.finished == ["l1"]
+        assert not [c for c in node.runtime.statuses()
+                    if c.labels.get("io.kubernetes.pod.uid") == "l1" and c.state is ContainerState.RUNNING]
+        assert seen == []  # nothing was written over the refusal
+        assert successor.phase("l1") == "Failed"
+        successor.config.set_source_pods("file", [make_pod(name="first", uid="f1")])
+        await successor.settle()
+        assert successor.statuses.get_pod_status("l1") is None
+    finally:
+        await successor.close()

@@ -43,3 +43,21 @@ def test_a_sandbox_left_by_a_pod_removed_while_it_waited_after_a_restart_is_stop
               Event("delete", 15205, 0, 0.0), Event("create", 10837, 0, 0.1), Event("crash", 51957, 0, 0.0)]
     out = run_trace(248, events)
     assert out.violation is None, out.violation
+
+
+def test_a_container_killed_for_a_failed_probe_waits_out_its_back_off() -> None:
+    # seed 14 (with pod shapes): a container whose startup probe always fails is killed and started again in the
+    # same pass; the start read the killed instance (still running in the pass's state) as the latest one, so no
+    # back-off was checked and it restarted every 5 s for ever. Upstream doBackOff reads the newest exited
+    # instance: restarts after the first wait 10 s, 20 s, ...
+    out = run_trace(14, [Event("create", 21620, 1, 32.0)])
+    assert out.violation is None, out.violation
+
+
+def test_a_pod_removed_during_a_node_shutdown_is_not_brought_back() -> None:
+    # seed 7 (with pod shapes): the node shutdown manager lists its pods when the shutdown begins and stops the
+    # priority groups one after the other; a pod removed from its source meanwhile was handed to a new pod worker,
+    # which wrote a status for a pod gone (restart counts back to 0) and stayed
+    events = [Event("create", 41761, 1, 5.0), Event("create", 3544, 0, 5.0), Event("shutdown", 61897, 0, 2.0)]
+    out = run_trace(7, events)
+    assert out.violation is None, out.violation
