@@ -22,10 +22,13 @@ class Recording(RestClient):
     """Our client, talking to the server, keeping what it sent."""
 
     sent: list[tuple[str, str, Any]]
+    answered: int = 0  # requests the server has answered (`sent` counts them as they leave)
 
     async def request(self, method: str, path: str, **kwargs: Any) -> Json:
         self.sent.append((method, path, kwargs.get("body")))
-        return await super().request(method, path, **kwargs)
+        reply = await super().request(method, path, **kwargs)
+        self.answered += 1
+        return reply
 
 
 async def _setup(api: ApiServer, tmp_path: Path, **kwargs: Any) -> tuple[
@@ -124,7 +127,7 @@ async def test_annotated_event_carries_its_annotations(api_server: ApiServer, tm
     try:
         recorder.pod_event(pod, "Warning", "Evicted", "The node was low on resource: memory. ",
                            annotations=annotations)
-        await eventually(lambda: len(client.sent) == 1, what="the create")
+        await eventually(lambda: client.answered == 1, what="the create")
         assert client.sent[0][2]["metadata"]["annotations"] == annotations
         assert recorder.list()[0]["metadata"]["annotations"] == annotations
         stored = (await api_server.admin().list("events", "default"))["items"]
