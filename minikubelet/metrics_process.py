@@ -5,7 +5,6 @@ from /proc for this agent's own process, as client_golang's process collector re
 from __future__ import annotations
 
 import os
-import platform
 import resource
 import sys
 import time
@@ -109,7 +108,7 @@ class ProcessCollector(Collector):
 
 
 def _platform() -> str:
-    machine = platform.machine().lower()
+    machine = os.uname().machine.lower()
     return f"linux/{ {'x86_64': 'amd64', 'aarch64': 'arm64'}.get(machine, machine) }"
 
 
@@ -131,7 +130,7 @@ class ComponentCollector(Collector):
                     "compiler", "platform"])
         # go_version/compiler name this build's interpreter: the agent has no Go toolchain
         info.add_metric([major, minor, KUBERNETES_VERSION, __version__, "", self._build_date,
-                         f"python{platform.python_version()}", sys.implementation.name, _platform()], 1)
+                         f"python{sys.version.split()[0]}", sys.implementation.name, _platform()], 1)
         yield info
         gates = GaugeMetricFamily("kubernetes_feature_enabled",
                                   "This metric records the data about the stage and enablement of a k8s feature.",

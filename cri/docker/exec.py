@@ -11,8 +11,6 @@ import contextlib
 import logging
 import signal
 
-import psutil
-
 from cri.docker.client import DockerClient, translate_errors
 from cri.docker.hijack import STDERR
 from cri.types import ExecResult
@@ -25,6 +23,8 @@ _EXIT_CODE_WAIT = 2.0
 
 
 def kill_process_tree(pid: int) -> None:
+    import psutil  # only for a timed-out exec: psutil's package stays out of the agent until then
+
     try:
         root = psutil.Process(pid)
         victims = [*root.children(recursive=True), root]

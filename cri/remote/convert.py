@@ -7,6 +7,7 @@ newPodLabels/newContainerLabels do: a CRI runtime stores labels and annotations 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -240,6 +241,13 @@ def auth_config(auth: AuthConfig | None) -> pb.AuthConfig | None:
 # -- responses ----------------------------------------------------------------------------------
 
 
+def _interned(pairs: Mapping[str, str]) -> dict[str, str]:
+    """Labels or annotations with each key and value interned: every pod's objects carry the same keys and each
+    object of a pod the same uid, name and namespace, and the agent keeps several decoded copies of each object
+    (the pod cache, the stats pass, the relist); protobuf decodes a new string for each at every call."""
+    return {sys.intern(k): sys.intern(v) for k, v in pairs.items()}
+
+
 def pod_meta(meta: pb.PodSandboxMetadata) -> PodMeta:
     return PodMeta(name=meta.name, namespace=meta.namespace, uid=meta.uid, attempt=meta.attempt)
 
@@ -259,8 +267,8 @@ def sandbox_status(status: pb.PodSandboxStatus, info: Mapping[str, str] | None =
         # As with Docker: for a host-network pod the kubelet fills in the node's addresses itself.
         ip=network.ip if ready and not host_network else "",
         additional_ips=tuple(a.ip for a in network.additional_ips) if ready and not host_network else (),
-        labels=dict(status.labels),
-        annotations=dict(status.annotations),
+        labels=_interned(status.labels),
+        annotations=_interned(status.annotations),
         network_namespace=netns,
     )
 
@@ -290,8 +298,8 @@ def sandbox_item(item: pb.PodSandbox) -> PodSandboxStatus:
         metadata=pod_meta(item.metadata),
         state=SandboxState.READY if item.state == pb.SANDBOX_READY else SandboxState.NOTREADY,
         created_at=seconds(item.created_at),
-        labels=dict(item.labels),
-        annotations=dict(item.annotations),
+        labels=_interned(item.labels),
+        annotations=_interned(item.annotations),
     )
 
 
@@ -300,7 +308,7 @@ def container_state(state: int) -> ContainerState:
 
 
 def container_status(status: pb.ContainerStatus, sandbox_id: str) -> ContainerStatus:
-    labels = dict(status.labels)
+    labels = _interned(status.labels)
     return ContainerStatus(
         id=status.id,
         sandbox_id=sandbox_id,
@@ -315,7 +323,7 @@ def container_status(status: pb.ContainerStatus, sandbox_id: str) -> ContainerSt
         reason=status.reason,
         message=status.message,
         labels=labels,
-        annotations=dict(status.annotations),
+        annotations=_interned(status.annotations),
         log_path=status.log_path,
         resources=status_resources(status),
     )
@@ -331,14 +339,14 @@ def status_resources(status: pb.ContainerStatus) -> LinuxResources | None:
 
 
 def summary_of_sandbox(item: pb.PodSandbox) -> ObjectSummary:
-    labels = dict(item.labels)
+    labels = _interned(item.labels)
     return ObjectSummary(id=item.id, pod_uid=labels.get(LABEL_POD_UID, item.metadata.uid),
                          state="running" if item.state == pb.SANDBOX_READY else "exited",
                          is_sandbox=True, labels=labels)
 
 
 def summary_of_container(item: pb.Container) -> ObjectSummary:
-    labels = dict(item.labels)
+    labels = _interned(item.labels)
     return ObjectSummary(id=item.id, pod_uid=labels.get(LABEL_POD_UID, ""),
                          state=_SUMMARY_STATE.get(item.state, "unknown"),
                          is_sandbox=False, labels=labels)

@@ -5,9 +5,10 @@ Here rather than with email.utils, whose import (the email package: +1.1 MiB) th
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
+
+from minikubelet.base.kubetime import timegm
 
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -42,5 +43,5 @@ def parse_http_date(text: str) -> int | None:
                   int(m.group(clock + 2)))
         if not (1 <= fields[2] <= 31 and fields[3] < 24 and fields[4] < 60 and fields[5] < 61):
             return None
-        return calendar.timegm((*fields, 0, 0, 0))
+        return timegm(*fields)
     return None

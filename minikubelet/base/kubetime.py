@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import functools
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+
+
+def timegm(year: int, month: int, day: int, hour: int, minute: int, second: int) -> int:
+    """Seconds since the epoch of a UTC calendar time, as calendar.timegm counts them (a day, hour, minute or
+    second past its range carries over; a month outside 1-12 is a ValueError), without importing calendar."""
+    days = date(year, month, 1).toordinal() - _EPOCH_ORDINAL + day - 1
+    return ((days * 24 + hour) * 60 + minute) * 60 + second
 
 
 def rfc3339(ts: float) -> str:

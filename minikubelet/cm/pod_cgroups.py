@@ -8,8 +8,6 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
-import psutil
-
 from cgroups.container_resources import container_linux_resources, kernel_readback
 from cgroups.detect import detect_cgroup_version
 from cgroups.driver import CgroupBusyError, CgroupDriver, CgroupError, ResourceConfig
@@ -25,6 +23,7 @@ from minikubelet.base.podview import ContainerView, Pod, PodView
 from minikubelet.base.safepath import safe_component
 from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.metrics_node import NodeMetrics
+from minikubelet.node.procfs import memory_total
 
 log = logging.getLogger("minikubelet.cgroups")
 
@@ -40,7 +39,7 @@ class CgroupSetupError(Exception):
 
 
 def node_capacity() -> dict[str, object]:
-    return {"cpu": str(os.cpu_count() or 1), "memory": str(psutil.virtual_memory().total)}
+    return {"cpu": str(os.cpu_count() or 1), "memory": str(memory_total())}
 
 
 class PodCgroups:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import logging
 import os
-import platform
 import random
 import ssl
 import time
@@ -128,7 +127,8 @@ class RetryPolicy:
 
 
 def user_agent(version: str) -> str:
-    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    machine = os.uname().machine
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
     return f"minikubelet/{version} (linux/{arch})"
 
 

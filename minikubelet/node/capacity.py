@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from fractions import Fraction
 
-import psutil
-
 from cgroups.allocatable import hard_eviction_reservation, parse_resource_list, subtract
 from minikubelet.config.kubelet_config import KubeletConfig
+from minikubelet.node.procfs import memory_total
 
 
 def node_capacity(root_dir: str, max_pods: int) -> dict[str, Fraction]:
@@ -17,7 +16,7 @@ def node_capacity(root_dir: str, max_pods: int) -> dict[str, Fraction]:
     st = os.statvfs(path)
     return {
         "cpu": Fraction(os.cpu_count() or 1),
-        "memory": Fraction(psutil.virtual_memory().total),
+        "memory": Fraction(memory_total()),
         "ephemeral-storage": Fraction(st.f_blocks * st.f_frsize),
         "pods": Fraction(max_pods),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-import psutil
+from minikubelet.node.procfs import ipv4_addresses
 
 
 def node_name(override: str) -> str:
@@ -28,11 +28,11 @@ def host_ip(override: str = "") -> str:
     """The node's primary IPv4: the default route's interface first, as the kubelet prefers."""
     if override:
         return override
-    addrs = psutil.net_if_addrs()
+    addrs = ipv4_addresses()
     preferred = _default_route_interface()
     order = ([preferred] if preferred in addrs else []) + sorted(n for n in addrs if n != preferred)
     for name in order:
-        for a in addrs[name]:
-            if a.family == socket.AF_INET and not a.address.startswith("127."):
-                return str(a.address)
+        for address in addrs[name]:
+            if not address.startswith("127."):
+                return address
     return "127.0.0.1"

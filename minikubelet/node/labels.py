@@ -7,7 +7,7 @@ taints of `registerWithTaints`. A standalone kubelet admits pods against exactly
 
 from __future__ import annotations
 
-import platform
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -20,7 +20,7 @@ LABEL_ARCH_BETA = "beta.kubernetes.io/arch"
 
 NODE_OS = "linux"
 
-# platform.machine() -> Go's GOARCH, the value upstream writes.
+# uname's machine -> Go's GOARCH, the value upstream writes.
 _GOARCH = {
     "x86_64": "amd64",
     "amd64": "amd64",
@@ -38,7 +38,7 @@ _GOARCH = {
 
 
 def go_arch(machine: str | None = None) -> str:
-    m = (machine if machine is not None else platform.machine()).lower()
+    m = (machine if machine is not None else os.uname().machine).lower()
     return _GOARCH.get(m, m)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -48,7 +47,7 @@ def machine_info(root: str = "/") -> MachineInfo:
         machine_id=machine_id,
         system_uuid=system_uuid,
         boot_id=_first_line(os.path.join(root, "proc/sys/kernel/random/boot_id")),
-        kernel_version=platform.release(),
+        kernel_version=os.uname().release,
         os_image=os_image(os.path.join(root, "etc/os-release")),
     )
 

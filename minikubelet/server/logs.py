@@ -12,13 +12,14 @@ chunk per line).
 from __future__ import annotations
 
 import asyncio
-import calendar
 import json
 import os
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+
+from minikubelet.base.kubetime import timegm
 
 NANOS = 1_000_000_000
 MAX_LINE = 16 * 1024 * 1024  # a json-file record holds at most 16 KiB of text; this bounds a corrupt file
@@ -52,7 +53,7 @@ def parse_rfc3339_ns(text: str) -> int:
     if not m:
         raise ValueError(f"not an RFC 3339 time: {text[:40]!r}")
     y, mo, d, h, mi, s, frac, zone = m.groups()
-    seconds = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0))
+    seconds = timegm(int(y), int(mo), int(d), int(h), int(mi), int(s))
     if zone != "Z":
         sign = 1 if zone[0] == "+" else -1
         seconds -= sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)

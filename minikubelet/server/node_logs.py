@@ -11,7 +11,6 @@ path guard answers them first), and every path is resolved below the root before
 
 from __future__ import annotations
 
-import mimetypes
 import os
 import stat
 import urllib.parse
@@ -77,6 +76,8 @@ def directory_listing(names: list[tuple[str, bool]]) -> str:
 
 def content_type(path: str, head: bytes) -> str:
     """Go's serveContent: the type of the extension, else a sniff of the first 512 bytes (text or binary)."""
+    import mimetypes  # by the first file served: the agent has no other use for it
+
     guessed, _ = mimetypes.guess_type(path)
     if guessed:
         return guessed + ("; charset=utf-8" if guessed.startswith("text/") else "")

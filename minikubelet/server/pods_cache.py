@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import uuid
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +29,7 @@ class RenderedPods:
         self._pods = pods
         self._version = version
         # ETags must not repeat across agent restarts, where the version counter starts again.
-        self._epoch = uuid.uuid4().hex[:8]
+        self._epoch = os.urandom(4).hex()
         self._key: object = None
         self._body = b""
         self._etag = ""

@@ -16,8 +16,6 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
-import psutil
-
 from cgroups.manager import CgroupManager
 from cgroups.naming import kubepods_name, qos_cgroup_name
 from cgroups.qos import BEST_EFFORT, BURSTABLE
@@ -29,6 +27,7 @@ from cri.runtime import Runtime
 from cri.types import ContainerState, ContainerStats, ContainerStatus, ObjectSummary, PodSandboxStatus, SandboxState
 from minikubelet.base.clock import Clock
 from minikubelet.metrics import Metrics
+from minikubelet.node import procfs
 from minikubelet.stats.cgroup_reader import (
     CgroupSample,
     parse_meminfo,
@@ -200,9 +199,9 @@ class StatsProvider:
         self.proc = proc
         self._previous: dict[str, tuple[float, int]] = {}  # cgroup -> (monotonic time, cpu usage ns)
         self._status_cache: dict[str, tuple[str, PodSandboxStatus | ContainerStatus]] = {}  # id -> (state word, status)
-        self._boot_time = psutil.boot_time()
+        self._boot_time = procfs.boot_time()
         try:
-            mounts = [(p.device, p.mountpoint) for p in psutil.disk_partitions(all=True)]
+            mounts = procfs.mounts()
         except OSError:
             mounts = []
         self._fs_device = device_of(os.path.realpath(root_dir), mounts)

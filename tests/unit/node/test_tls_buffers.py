@@ -18,7 +18,7 @@ from minikubelet.server.tls import self_signed_paths, serving_context, write_sel
 async def test_large_bodies_cross_tls_with_the_smaller_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(asyncio.sslproto.SSLProtocol, "max_size", asyncio.sslproto.SSLProtocol.max_size)
     shrink_tls_read_buffers()
-    assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER == 64 * 1024
+    assert asyncio.sslproto.SSLProtocol.max_size == TLS_READ_BUFFER == 16 * 1024
     cert, key = self_signed_paths(str(tmp_path))
     write_self_signed(cert, key, "node-1", ["127.0.0.1"])
     server = serving_context(cert, key, "", root_dir=str(tmp_path), host="node-1", ips=["127.0.0.1"])
