@@ -296,6 +296,21 @@ class StatsProvider:
                         read_procs=functools.partial(self.files.procs, literal, first_pid),
                         read_extras=functools.partial(self._extras, literal))
 
+    def _measure_later(self, literal: str, first_pid: int) -> Measured | None:
+        """A cgroup only /metrics/cadvisor shows, sampled when a render first asks for it: no CPU rate (nothing
+        reads one for it) and no error counted in the pass (gone since: no series, as when a pass misses it)."""
+        if self.files is None:
+            return None
+        try:
+            sample = self.files.sample(literal, extras=False)
+        except (OSError, ValueError):
+            return None
+        if sample is None:
+            return None
+        return Measured(id=literal, time=self.clock.now(), sample=sample,
+                        read_procs=functools.partial(self.files.procs, literal, first_pid),
+                        read_extras=functools.partial(self._extras, literal))
+
     def _extras(self, literal: str, sample: CgroupSample) -> CgroupSample:
         assert self.files is not None
         full = self.files.extras(literal, sample)
@@ -390,8 +405,8 @@ class StatsProvider:
             name=sb.metadata.name, namespace=sb.metadata.namespace, uid=sb.metadata.uid, start_time=sb.created_at,
             sandbox_id=sb.id, sandbox_image=self.sandbox_image,
             cgroup=self._measure(base, now, mono, seen, errors) if base else None,
-            sandbox_cgroup=self._measure(f"{base}/{self._container_leaf(sb.id)}", now, mono, seen, errors,
-                                         _netns_pid(sb.network_namespace)) if base else None,
+            read_sandbox_cgroup=functools.partial(self._measure_later, f"{base}/{self._container_leaf(sb.id)}",
+                                                  _netns_pid(sb.network_namespace)) if base else None,
             containers=tuple(entries), network=network, volumes=await self._volumes(sb.metadata.uid, now),
         )
 

@@ -371,3 +371,26 @@ async def test_the_cadvisor_extras_are_read_when_first_asked_once_per_pass(tmp_p
     shares.parent.joinpath("cpu.shares").unlink()
     gone = (await provider.update()).pods[0].containers[0].cgroup
     assert gone is not None and gone.full.spec is not None and gone.full.spec.cpu_shares == 0  # as a missing file
+
+
+async def test_the_sandbox_cgroup_is_read_when_first_asked_not_in_the_pass(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, _, tree, sandbox, _, _ = await make(tmp_path, proc, clock)
+    snap = await provider.update()
+    pod = snap.pods[0]
+    assert pod.cgroup is not None and pod.cgroup.sample.cpu_usage_ns == 2_000_000_000  # the pod's own: in the pass
+    tree.put(f"{POD_CG}/{sandbox}", 7_000, 8192, pids=3)  # the pause container's cgroup moves after the pass
+    clock.advance(4)
+    m = pod.sandbox_cgroup
+    assert m is not None and m.id == f"{POD_CG}/{sandbox}" and m.time == clock.now()  # read at the first ask
+    assert (m.sample.cpu_usage_ns, m.sample.memory_usage, m.sample.pids) == (7_000, 8192, 3)
+    assert m.nano_cores is None  # nothing reads a rate for it
+    tree.put(f"{POD_CG}/{sandbox}", 9_000, 8192)
+    assert pod.sandbox_cgroup is m  # once per snapshot
+    assert f"{POD_CG}/{sandbox}" not in provider._previous  # the pass keeps no sample of it
+    for c in tree.mounts:
+        for f in tree.mounts[c].joinpath(*POD_CG.split("/"), sandbox).iterdir():
+            f.unlink()
+        tree.mounts[c].joinpath(*POD_CG.split("/"), sandbox).rmdir()
+    gone = (await provider.update()).pods[0]
+    assert gone.sandbox_cgroup is None and gone.cgroup is not None  # gone since: no series, no failure
