@@ -217,6 +217,8 @@ class StatsProvider:
         # (jittered by up to one more), and the passes between report that walk; <= 0: never walked
         self.volume_period = volume_period
         self._volume_cache: dict[str, tuple[float, tuple[Volume, ...]]] = {}  # pod uid -> (next walk, volumes)
+        self._log_real: dict[str, str] = {}  # a running container's log path -> where it leads
+        self._pass_capacities: dict[int, FsCapacity | None] = {}  # st_dev -> statvfs, within one pass
 
     async def run(self) -> None:
         """Housekeeping: a snapshot now, then one per interval, forever."""
@@ -361,6 +363,7 @@ class StatsProvider:
         now, mono = self.clock.now(), self.clock.monotonic()
         seen: set[str] = set()
         errors: list[str] = []
+        self._pass_capacities = {}
         pod_cgroups = self.manager.pod_cgroups() if self.manager is not None else {}
         running: dict[str, list[ContainerStatus]] = {}
         for c in containers:
@@ -379,6 +382,8 @@ class StatsProvider:
             del self._previous[gone]
         for gone in set(self._volume_cache) - {p.uid for p in pods}:
             del self._volume_cache[gone]
+        for gone in set(self._log_real) - {c.log_path for c in containers if c.state is ContainerState.RUNNING}:
+            del self._log_real[gone]
         if errors:
             log.debug("stats pass had errors", extra={"kv": {"errors": errors[:5], "count": len(errors)}})
         return Snapshot(time=now, node=node, pods=tuple(pods), errors=len(errors))
@@ -391,7 +396,7 @@ class StatsProvider:
             if c.log_path:
                 usage = await self._walk(os.path.dirname(c.log_path), follow_file_links=True)
                 if usage is not None:
-                    logs = Fs(now, capacity(os.path.realpath(c.log_path)), usage.bytes, usage.inodes)
+                    logs = Fs(now, self._log_capacity(c.log_path), usage.bytes, usage.inodes)
             entries.append(ContainerEntry(
                 name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
                 cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors, c.pid)
@@ -409,6 +414,22 @@ class StatsProvider:
                                                   _netns_pid(sb.network_namespace)) if base else None,
             containers=tuple(entries), network=network, volumes=await self._volumes(sb.metadata.uid, now),
         )
+
+    def _log_capacity(self, log_path: str) -> FsCapacity | None:
+        """The capacity of the filesystem a container's log is on (with cri-dockerd the log path is a link to the
+        Engine's json-file log). Where a log path leads is fixed for the container's life, so it is resolved once
+        (os.path.realpath was the largest part of a log's share of a pass); statvfs runs once per filesystem per
+        pass, as upstream takes the log stats' capacity from one filesystem info per summary."""
+        real = self._log_real.get(log_path)
+        if real is None:
+            real = self._log_real[log_path] = os.path.realpath(log_path)
+        try:
+            device = os.stat(real).st_dev
+        except OSError:
+            return None
+        if device not in self._pass_capacities:
+            self._pass_capacities[device] = capacity(real)
+        return self._pass_capacities[device]
 
     async def _volumes(self, uid: str, now: float) -> tuple[Volume, ...]:
         """The pod's volumes as last walked, walked again once the period has passed."""

@@ -4,6 +4,7 @@ what a pass collects, the CPU rate from two passes on the injectable clock, the 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from cri.fake import FakeRuntime
 from cri.types import ContainerConfig, ContainerMeta, ContainerStats, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import FakeClock
 from minikubelet.stats import summary
+from minikubelet.stats.fs import capacity
 from minikubelet.stats.interfaces import InterfaceSample
 from minikubelet.stats.provider import CgroupFiles, StatsProvider, device_of
 
@@ -394,3 +396,28 @@ async def test_the_sandbox_cgroup_is_read_when_first_asked_not_in_the_pass(tmp_p
         tree.mounts[c].joinpath(*POD_CG.split("/"), sandbox).rmdir()
     gone = (await provider.update()).pods[0]
     assert gone.sandbox_cgroup is None and gone.cgroup is not None  # gone since: no series, no failure
+
+
+async def test_a_log_path_is_resolved_once_per_container(tmp_path: Path, proc: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    provider, rt, _, _, cid, _ = await make(tmp_path, proc, clock)
+    resolved: list[str] = []
+    real = os.path.realpath
+
+    def counting(path: str) -> str:
+        resolved.append(path)
+        return real(path)
+
+    monkeypatch.setattr(os.path, "realpath", counting)
+    log_path = str(tmp_path / "logs/app/0.log")
+    for _ in range(3):
+        c = (await provider.update()).pods[0].containers[0]
+        clock.advance(10)
+        fs = capacity(log_path)
+        assert c.logs is not None and c.logs.capacity is not None and fs is not None and c.logs.used is not None
+        assert c.logs.capacity.capacity == fs.capacity  # the log's own filesystem
+    assert resolved.count(log_path) == 1
+    await rt.stop_container(cid, 0)
+    await provider.update()
+    assert provider._log_real == {}  # forgotten with the running container
