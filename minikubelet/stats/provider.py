@@ -93,22 +93,23 @@ class CgroupFiles:
             raise ValueError(f"invalid cgroup path {literal!r}")
         return parts
 
-    def sample(self, literal: str, *, extras: bool = True) -> CgroupSample | None:
-        """`extras=False`: only the files a pass's readers use; `extras()` adds the ones /metrics/cadvisor shows."""
+    def sample(self, literal: str, *, extras: bool = True, pids: bool = True) -> CgroupSample | None:
+        """`extras=False`: only the files a pass's readers use; `extras()` adds the ones /metrics/cadvisor shows.
+        `pids=False` leaves pids.current to `extras(pids=True)`."""
         parts = self._parts(literal)
         if self.v1 is not None:
-            return read_v1(self._v1_dirs(parts), extras=extras)
+            return read_v1(self._v1_dirs(parts), extras=extras, pids=pids)
         assert self.v2 is not None
         if not parts:
-            return read_v2(self.v2, root=True, meminfo=self.meminfo(), extras=extras)
-        return read_v2(self.v2.joinpath(*parts), extras=extras)
+            return read_v2(self.v2, root=True, meminfo=self.meminfo(), extras=extras, pids=pids)
+        return read_v2(self.v2.joinpath(*parts), extras=extras, pids=pids)
 
-    def extras(self, literal: str, sample: CgroupSample) -> CgroupSample:
+    def extras(self, literal: str, sample: CgroupSample, pids: bool = False) -> CgroupSample:
         parts = self._parts(literal)
         if self.v1 is not None:
-            return v1_extras(self._v1_dirs(parts), sample)
+            return v1_extras(self._v1_dirs(parts), sample, pids=pids)
         assert self.v2 is not None
-        return v2_extras(self.v2.joinpath(*parts), sample)
+        return v2_extras(self.v2.joinpath(*parts), sample, pids=pids)
 
     def _v1_dirs(self, parts: list[str]) -> dict[str, str]:
         tail = "".join(f"/{p}" for p in parts)
@@ -278,11 +279,13 @@ class StatsProvider:
         return walk.usage
 
     def _measure(self, literal: str, now: float, mono: float, seen: set[str], errors: list[str],
-                 first_pid: int = 0) -> Measured | None:
+                 first_pid: int = 0, *, pids: bool = True) -> Measured | None:
+        """`pids=False` (a container: only /metrics/cadvisor shows its task count) reads pids.current with the
+        extras, when a render first asks."""
         if self.files is None:
             return None
         try:
-            sample = self.files.sample(literal, extras=False)
+            sample = self.files.sample(literal, extras=False, pids=pids)
         except (OSError, ValueError) as e:
             errors.append(f"{literal}: {e}")
             return None
@@ -296,7 +299,7 @@ class StatsProvider:
         self._previous[literal] = (mono, sample.cpu_usage_ns)
         return Measured(id=literal, time=now, sample=sample, nano_cores=rate,
                         read_procs=functools.partial(self.files.procs, literal, first_pid),
-                        read_extras=functools.partial(self._extras, literal))
+                        read_extras=functools.partial(self._extras, literal, pids=not pids))
 
     def _measure_later(self, literal: str, first_pid: int) -> Measured | None:
         """A cgroup only /metrics/cadvisor shows, sampled when a render first asks for it: no CPU rate (nothing
@@ -313,9 +316,9 @@ class StatsProvider:
                         read_procs=functools.partial(self.files.procs, literal, first_pid),
                         read_extras=functools.partial(self._extras, literal))
 
-    def _extras(self, literal: str, sample: CgroupSample) -> CgroupSample:
+    def _extras(self, literal: str, sample: CgroupSample, pids: bool = False) -> CgroupSample:
         assert self.files is not None
-        full = self.files.extras(literal, sample)
+        full = self.files.extras(literal, sample, pids)
         if any((io.major, io.minor) not in self._block_devices for io in full.io):
             # in place: the snapshots' NodeEntry holds this table, and a render looks its devices up there
             self._block_devices.update(block_devices())
@@ -399,8 +402,8 @@ class StatsProvider:
                     logs = Fs(now, self._log_capacity(c.log_path), usage.bytes, usage.inodes)
             entries.append(ContainerEntry(
                 name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
-                cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors, c.pid)
-                if base else None,
+                cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors, c.pid,
+                                     pids=False) if base else None,
                 logs=logs, rootfs=self._layers.get(c.id),
             ))
         network = None

@@ -359,8 +359,10 @@ async def test_the_cadvisor_extras_are_read_when_first_asked_once_per_pass(tmp_p
     assert m is not None and m.sample.spec is None  # the pass left the limits unread
     shares.write_text("1024\n")
     tree.put(f"{POD_CG}/{cid}", 5_000_000_000, 2**20)  # CPU and memory move after the pass
+    assert m.sample.pids == 0  # a container's task count is left to the extras too
     full = m.full
     assert full.spec is not None and full.spec.cpu_shares == 1024  # read now, on the first ask
+    assert full.pids == 1
     assert (full.cpu_user_ns, full.cpu_system_ns) == (10_000_000, 10_000_000)
     assert full.cpu_usage_ns == m.sample.cpu_usage_ns == 1_000_000_000  # the pass's own values stay
     assert full.memory_working_set == m.sample.memory_working_set
