@@ -35,6 +35,16 @@ def test_equal_replies_hand_back_the_last_summaries() -> None:
     assert listing.seen() is seen
 
 
+def test_the_same_objects_listed_in_another_order_are_unchanged() -> None:
+    listing = SummaryListing()
+    sandboxes, containers = replies(extra=True)
+    first = listing.summaries(sandboxes, containers)
+    reordered = pb.ListContainersResponse(containers=list(reversed(containers.containers)))
+    again = listing.summaries(sandboxes, reordered)
+    assert all(a is b for a, b in zip(first, again, strict=True)) and listing.conversions == 1
+    assert [s.id for s in again] == ["sb1", "c1", "c2"]  # sandboxes first, each kind by id
+
+
 def test_any_change_converts_again() -> None:
     listing = SummaryListing()
     first = listing.summaries(*replies())
