@@ -219,6 +219,7 @@ class StatsProvider:
         self.volume_period = volume_period
         self._volume_cache: dict[str, tuple[float, tuple[Volume, ...]]] = {}  # pod uid -> (next walk, volumes)
         self._log_real: dict[str, str] = {}  # a running container's log path -> where it leads
+        self._netns_inodes: dict[str, int | None] = {}  # a ready sandbox's netns path -> its inode
         self._pass_capacities: dict[int, FsCapacity | None] = {}  # st_dev -> statvfs, within one pass
 
     async def run(self) -> None:
@@ -350,6 +351,13 @@ class StatsProvider:
         except OSError:
             return None
 
+    def _sandbox_netns(self, path: str) -> int | None:
+        """The namespace behind a ready sandbox's /proc/<pause pid>/ns/net, looked up once while the sandbox is
+        listed ready (the path names its pause process, whose namespace does not change)."""
+        if path not in self._netns_inodes:
+            self._netns_inodes[path] = self._netns_inode(path)
+        return self._netns_inodes[path]
+
     def _network(self, netns: str | None, now: float, errors: list[str]) -> Network | None:
         try:
             return Network(now, tuple(self._interfaces(netns)))
@@ -387,6 +395,9 @@ class StatsProvider:
             del self._volume_cache[gone]
         for gone in set(self._log_real) - {c.log_path for c in containers if c.state is ContainerState.RUNNING}:
             del self._log_real[gone]
+        for gone in set(self._netns_inodes) - {sb.network_namespace for sb in sandboxes
+                                               if sb.state is SandboxState.READY}:
+            del self._netns_inodes[gone]
         if errors:
             log.debug("stats pass had errors", extra={"kv": {"errors": errors[:5], "count": len(errors)}})
         return Snapshot(time=now, node=node, pods=tuple(pods), errors=len(errors))
@@ -407,7 +418,7 @@ class StatsProvider:
                 logs=logs, rootfs=self._layers.get(c.id),
             ))
         network = None
-        if sb.network_namespace and self._netns_inode(sb.network_namespace) != self._own_netns:
+        if sb.network_namespace and self._sandbox_netns(sb.network_namespace) != self._own_netns:
             network = self._network(sb.network_namespace, now, errors)
         return PodEntry(
             name=sb.metadata.name, namespace=sb.metadata.namespace, uid=sb.metadata.uid, start_time=sb.created_at,

@@ -423,3 +423,24 @@ async def test_a_log_path_is_resolved_once_per_container(tmp_path: Path, proc: P
     await rt.stop_container(cid, 0)
     await provider.update()
     assert provider._log_real == {}  # forgotten with the running container
+
+
+async def test_a_ready_sandboxs_namespace_is_looked_up_once(tmp_path: Path, proc: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    provider, rt, _, sandbox, _, interfaces = await make(tmp_path, proc, clock)
+    looked_up: list[str] = []
+    real = provider._netns_inode
+
+    def counting(path: str) -> int | None:
+        looked_up.append(path)
+        return real(path)
+
+    monkeypatch.setattr(provider, "_netns_inode", counting)
+    for _ in range(3):
+        assert (await provider.update()).pods[0].network is not None  # read every pass
+        clock.advance(10)
+    assert len(looked_up) == 1 and len([c for c in interfaces.calls if c is not None]) == 3
+    await rt.stop_pod_sandbox(sandbox)
+    await provider.update()
+    assert provider._netns_inodes == {}  # forgotten once the sandbox is not ready
