@@ -27,7 +27,8 @@ from cri.errors import (
 )
 from cri.remote import convert
 from cri.remote.client import Channel, call, details, rpc, translate
-from cri.remote.events import DELETED, Listed, Note, TaskExited, container_events, snapshot
+from cri.remote.events import DELETED, Listed, Note, TaskExited, container_events
+from cri.remote.listing import SummaryListing
 from cri.remote.log_file import read_log
 from cri.remote.v1 import api_pb2 as pb
 from cri.streaming import PortForwardError
@@ -78,6 +79,7 @@ class RemoteRuntime:
         self._locks: weakref.WeakValueDictionary[tuple[str, ...], asyncio.Lock] = weakref.WeakValueDictionary()
         self._events_relist_period = events_relist_period
         self._subscribers: set[asyncio.Queue[Note | Listed | TaskExited]] = set()
+        self._listing = SummaryListing()
 
     @property
     def _channel(self) -> Channel:
@@ -209,12 +211,12 @@ class RemoteRuntime:
         started = asyncio.get_running_loop().time()
         sandboxes = await call(self._channel.runtime.ListPodSandbox(pb.ListPodSandboxRequest()))
         containers = await call(self._channel.runtime.ListContainers(pb.ListContainersRequest()))
+        summaries = self._listing.summaries(sandboxes, containers)
         if self._subscribers:  # a relisting event stream takes this listing for its own relist
-            listed = Listed(snapshot(list(sandboxes.items), list(containers.containers)), started)
+            listed = Listed(self._listing.seen(), started)
             for queue in self._subscribers:
                 queue.put_nowait(listed)
-        return ([convert.summary_of_sandbox(s) for s in sandboxes.items]
-                + [convert.summary_of_container(c) for c in containers.containers])
+        return summaries
 
     # -- containers ---------------------------------------------------------------------------
 

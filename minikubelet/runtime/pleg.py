@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from cri.runtime import Runtime
+from cri.types import ObjectSummary
 from minikubelet.base.clock import Clock
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.pod_cache import ObjectEvent, PodListing, RuntimeFact, SeenPod
@@ -40,6 +42,7 @@ class PLEG:
         self.running_uids: frozenset[str] = frozenset()  # pods with a running container or a ready sandbox
         self._container_states: set[str] = set()
         self._listed_from = 0.0  # clock.monotonic before the last successful relist's listing was asked for
+        self._last_listing: tuple[ObjectSummary, ...] = ()
 
     async def relist(self) -> None:
         t0 = time.monotonic()
@@ -55,6 +58,9 @@ class PLEG:
         summaries = await self._runtime.list_summaries()
         listed = self._clock.monotonic()
         self._last_start = t0
+        if self._unchanged(summaries):
+            self._relisted(asked, t0)
+            return
         for obj in summaries:
             if not obj.pod_uid:
                 continue
@@ -79,9 +85,20 @@ class PLEG:
             if (objects := frozen.get(uid, frozenset())) != self._seen.get(uid):
                 self._changed(uid, PodListing(objects, listed))
         self._seen = frozen
-        self._listed_from = asked
         self.runtime_uids = uids
         self.running_uids = frozenset(running | running_pods)
+        self._last_listing = tuple(summaries)
+        self._relisted(asked, t0)
+
+    def _unchanged(self, summaries: Sequence[ObjectSummary]) -> bool:
+        """The runtimes' listings hand back the summaries of their last decode while nothing a summary holds
+        changed (a summary is frozen): the same objects in the same order are the listing this PLEG last
+        compared, so there is nothing to diff, count or tell (the idle node's every relist)."""
+        last = self._last_listing
+        return bool(last) and len(summaries) == len(last) and all(map(operator.is_, summaries, last))
+
+    def _relisted(self, asked: float, t0: float) -> None:
+        self._listed_from = asked
         self.last_relist = self._clock.monotonic()
         self._metrics.pleg_last_seen.set(int(self._clock.now()))
         self._metrics.pleg_relist_duration.observe(time.monotonic() - t0)

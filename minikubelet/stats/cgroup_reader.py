@@ -101,6 +101,24 @@ def _read_int(path: str | Path) -> int | None:
     return int(text)
 
 
+def _read_stat(path: str | Path) -> dict[str, str]:
+    """A "key value" per line file (memory.stat) as text, {} when absent: the pass converts only the ~10 values
+    it uses of memory.stat's 35-50, which was most of the file's parse."""
+    try:
+        words = read_text(path).split()
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    pairs = iter(words)
+    return dict(zip(pairs, pairs, strict=False))
+
+
+def _stat_int(stat: Mapping[str, str], key: str) -> int:
+    try:
+        return int(stat.get(key, 0))
+    except ValueError:
+        return 0
+
+
 def parse_io_stat(text: str) -> tuple[DeviceIo, ...]:
     """v2 io.stat: `8:0 rbytes=1 wbytes=2 rios=3 wios=4 dbytes=0 dios=0` per device."""
     result: list[DeviceIo] = []
@@ -173,46 +191,54 @@ def _read_psi(path: Path) -> PSI | None:
         return None
 
 
-def read_v1(dirs: Mapping[str, str | Path], *, extras: bool = True) -> CgroupSample | None:
+def read_v1(dirs: Mapping[str, str | Path], *, extras: bool = True, pids: bool = True) -> CgroupSample | None:
     """A cgroup on v1: `dirs` maps a controller (cpuacct, memory, pids) to the cgroup's directory in it.
 
     None when the cgroup is gone (its cpuacct directory does not exist). `extras=False` reads only the files the
-    Summary, /metrics/resource and eviction use (6 of 20); `v1_extras` adds the rest.
+    Summary, /metrics/resource and eviction use (6 of 20; 5 with `pids=False`, for a container, whose task count
+    only /metrics/cadvisor shows); `v1_extras` adds the rest.
     """
     cpuacct = dirs["cpuacct"]
     usage = _read_int(f"{cpuacct}/cpuacct.usage")
     if usage is None:
         return None
     memory = dirs["memory"]
-    stat = read_flat_keyed(f"{memory}/memory.stat")
+    stat = _read_stat(f"{memory}/memory.stat")
     mem_usage = _read_int(f"{memory}/memory.usage_in_bytes") or 0
     limit = _read_int(f"{memory}/memory.limit_in_bytes")
     memsw = _read_int(f"{memory}/memory.memsw.usage_in_bytes")
-    pids_dir = dirs.get("pids")
-    pids = _read_int(f"{pids_dir}/pids.current") if pids_dir is not None else None
+    inactive = _stat_int(stat, "total_inactive_file")
     sample = CgroupSample(
         cpu_usage_ns=usage,
         memory_usage=mem_usage,
-        memory_working_set=max(0, mem_usage - stat.get("total_inactive_file", 0)),
-        memory_rss=stat.get("total_rss", 0),
-        memory_cache=stat.get("total_cache", 0),
-        memory_mapped_file=stat.get("total_mapped_file", 0),
-        page_faults=stat.get("total_pgfault", 0),
-        major_page_faults=stat.get("total_pgmajfault", 0),
+        memory_working_set=max(0, mem_usage - inactive),
+        memory_rss=_stat_int(stat, "total_rss"),
+        memory_cache=_stat_int(stat, "total_cache"),
+        memory_mapped_file=_stat_int(stat, "total_mapped_file"),
+        page_faults=_stat_int(stat, "total_pgfault"),
+        major_page_faults=_stat_int(stat, "total_pgmajfault"),
         memory_limit=None if limit is None or limit >= V1_UNLIMITED else limit,
         swap_usage=max(0, memsw - mem_usage) if memsw is not None else 0,
-        pids=pids or 0,
-        active_file=stat.get("total_active_file", 0),
-        inactive_file=stat.get("total_inactive_file", 0),
-        local_page_faults=stat.get("pgfault", 0),
-        local_major_page_faults=stat.get("pgmajfault", 0),
+        pids=_v1_pids(dirs) if pids else 0,
+        active_file=_stat_int(stat, "total_active_file"),
+        inactive_file=inactive,
+        local_page_faults=_stat_int(stat, "pgfault"),
+        local_major_page_faults=_stat_int(stat, "pgmajfault"),
     )
-    return v1_extras(dirs, sample) if extras else sample
+    return v1_extras(dirs, sample, pids=not pids) if extras else sample
 
 
-def v1_extras(dirs: Mapping[str, str | Path], sample: CgroupSample) -> CgroupSample:
+def _v1_pids(dirs: Mapping[str, str | Path]) -> int:
+    pids_dir = dirs.get("pids")
+    return (_read_int(f"{pids_dir}/pids.current") or 0) if pids_dir is not None else 0
+
+
+def v1_extras(dirs: Mapping[str, str | Path], sample: CgroupSample, *, pids: bool = False) -> CgroupSample:
     """`sample` (read with extras=False) with the files only /metrics/cadvisor shows: CPU user/system ticks, the
-    configured limits, failcnt, peak and kernel memory, OOM kills, pids.max, CFS throttling and blkio."""
+    configured limits, failcnt, peak and kernel memory, OOM kills, pids.max, CFS throttling and blkio; with
+    `pids` also pids.current (a sample read with pids=False)."""
+    if pids:
+        sample = replace(sample, pids=_v1_pids(dirs))
     cpuacct, memory = dirs["cpuacct"], dirs["memory"]
     ticks = read_flat_keyed(f"{cpuacct}/cpuacct.stat")
     pids_dir = dirs.get("pids")
@@ -251,14 +277,16 @@ def v1_extras(dirs: Mapping[str, str | Path], sample: CgroupSample) -> CgroupSam
 
 
 def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None = None,
-            extras: bool = True) -> CgroupSample | None:
+            extras: bool = True, pids: bool = True) -> CgroupSample | None:
     """A cgroup on v2. The root cgroup has no memory.current: its usage comes from /proc/meminfo
     (MemTotal − MemFree, as cAdvisor does), passed in as `meminfo` (kB values already in bytes). `extras=False`
-    reads only what the Summary, /metrics/resource and eviction use; `v2_extras` adds the rest."""
+    reads only what the Summary, /metrics/resource and eviction use (`pids=False`: not pids.current, for a
+    container); `v2_extras` adds the rest."""
     cpu = read_flat_keyed(path / "cpu.stat")
     if "usage_usec" not in cpu:
         return None
-    stat = read_flat_keyed(path / "memory.stat")
+    text_stat = _read_stat(path / "memory.stat")
+    stat = {key: _stat_int(text_stat, key) for key in _V2_STAT_KEYS if key in text_stat}
     if root and meminfo is not None:
         mem_usage = meminfo.get("MemTotal", 0) - meminfo.get("MemFree", 0)
     else:
@@ -276,7 +304,7 @@ def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None
         major_page_faults=stat.get("pgmajfault", 0),
         memory_limit=_read_int(path / "memory.max"),
         swap_usage=_read_int(path / "memory.swap.current") or 0,
-        pids=_read_int(path / "pids.current") or 0,
+        pids=(_read_int(path / "pids.current") or 0) if pids else 0,
         cpu_psi=_read_psi(path / "cpu.pressure"),
         memory_psi=_read_psi(path / "memory.pressure"),
         io_psi=_read_psi(path / "io.pressure"),
@@ -289,12 +317,17 @@ def read_v2(path: Path, *, root: bool = False, meminfo: Mapping[str, int] | None
         cfs_throttled_periods=cpu.get("nr_throttled", 0),
         cfs_throttled_ns=cpu.get("throttled_usec", 0) * 1000,
     )
-    return v2_extras(path, sample) if extras else sample
+    return v2_extras(path, sample, pids=not pids) if extras else sample
 
 
-def v2_extras(path: Path, sample: CgroupSample) -> CgroupSample:
+_V2_STAT_KEYS = ("inactive_file", "anon", "file", "file_mapped", "pgfault", "pgmajfault", "kernel", "active_file")
+
+
+def v2_extras(path: Path, sample: CgroupSample, *, pids: bool = False) -> CgroupSample:
     """`sample` (read with extras=False) with the files only /metrics/cadvisor shows: the configured limits, the
-    memory peak, OOM kills, pids.max and io.stat."""
+    memory peak, OOM kills, pids.max and io.stat; with `pids` also pids.current (a sample read with pids=False)."""
+    if pids:
+        sample = replace(sample, pids=_read_int(path / "pids.current") or 0)
     events = read_flat_keyed(path / "memory.events")
     period, quota = 100000, 0
     cpu_max = _read_optional_text(path / "cpu.max").split()

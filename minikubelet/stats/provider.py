@@ -92,22 +92,23 @@ class CgroupFiles:
             raise ValueError(f"invalid cgroup path {literal!r}")
         return parts
 
-    def sample(self, literal: str, *, extras: bool = True) -> CgroupSample | None:
-        """`extras=False`: only the files a pass's readers use; `extras()` adds the ones /metrics/cadvisor shows."""
+    def sample(self, literal: str, *, extras: bool = True, pids: bool = True) -> CgroupSample | None:
+        """`extras=False`: only the files a pass's readers use; `extras()` adds the ones /metrics/cadvisor shows.
+        `pids=False` leaves pids.current to `extras(pids=True)`."""
         parts = self._parts(literal)
         if self.v1 is not None:
-            return read_v1(self._v1_dirs(parts), extras=extras)
+            return read_v1(self._v1_dirs(parts), extras=extras, pids=pids)
         assert self.v2 is not None
         if not parts:
-            return read_v2(self.v2, root=True, meminfo=self.meminfo(), extras=extras)
-        return read_v2(self.v2.joinpath(*parts), extras=extras)
+            return read_v2(self.v2, root=True, meminfo=self.meminfo(), extras=extras, pids=pids)
+        return read_v2(self.v2.joinpath(*parts), extras=extras, pids=pids)
 
-    def extras(self, literal: str, sample: CgroupSample) -> CgroupSample:
+    def extras(self, literal: str, sample: CgroupSample, pids: bool = False) -> CgroupSample:
         parts = self._parts(literal)
         if self.v1 is not None:
-            return v1_extras(self._v1_dirs(parts), sample)
+            return v1_extras(self._v1_dirs(parts), sample, pids=pids)
         assert self.v2 is not None
-        return v2_extras(self.v2.joinpath(*parts), sample)
+        return v2_extras(self.v2.joinpath(*parts), sample, pids=pids)
 
     def _v1_dirs(self, parts: list[str]) -> dict[str, str]:
         tail = "".join(f"/{p}" for p in parts)
@@ -216,6 +217,9 @@ class StatsProvider:
         # (jittered by up to one more), and the passes between report that walk; <= 0: never walked
         self.volume_period = volume_period
         self._volume_cache: dict[str, tuple[float, tuple[Volume, ...]]] = {}  # pod uid -> (next walk, volumes)
+        self._log_real: dict[str, str] = {}  # a running container's log path -> where it leads
+        self._netns_inodes: dict[str, int | None] = {}  # a ready sandbox's netns path -> its inode
+        self._pass_capacities: dict[int, FsCapacity | None] = {}  # st_dev -> statvfs, within one pass
 
     async def run(self) -> None:
         """Housekeeping: a snapshot now, then one per interval, forever."""
@@ -275,11 +279,13 @@ class StatsProvider:
         return walk.usage
 
     def _measure(self, literal: str, now: float, mono: float, seen: set[str], errors: list[str],
-                 first_pid: int = 0) -> Measured | None:
+                 first_pid: int = 0, *, pids: bool = True) -> Measured | None:
+        """`pids=False` (a container: only /metrics/cadvisor shows its task count) reads pids.current with the
+        extras, when a render first asks."""
         if self.files is None:
             return None
         try:
-            sample = self.files.sample(literal, extras=False)
+            sample = self.files.sample(literal, extras=False, pids=pids)
         except (OSError, ValueError) as e:
             errors.append(f"{literal}: {e}")
             return None
@@ -293,11 +299,26 @@ class StatsProvider:
         self._previous[literal] = (mono, sample.cpu_usage_ns)
         return Measured(id=literal, time=now, sample=sample, nano_cores=rate,
                         read_procs=functools.partial(self.files.procs, literal, first_pid),
+                        read_extras=functools.partial(self._extras, literal, pids=not pids))
+
+    def _measure_later(self, literal: str, first_pid: int) -> Measured | None:
+        """A cgroup only /metrics/cadvisor shows, sampled when a render first asks for it: no CPU rate (nothing
+        reads one for it) and no error counted in the pass (gone since: no series, as when a pass misses it)."""
+        if self.files is None:
+            return None
+        try:
+            sample = self.files.sample(literal, extras=False)
+        except (OSError, ValueError):
+            return None
+        if sample is None:
+            return None
+        return Measured(id=literal, time=self.clock.now(), sample=sample,
+                        read_procs=functools.partial(self.files.procs, literal, first_pid),
                         read_extras=functools.partial(self._extras, literal))
 
-    def _extras(self, literal: str, sample: CgroupSample) -> CgroupSample:
+    def _extras(self, literal: str, sample: CgroupSample, pids: bool = False) -> CgroupSample:
         assert self.files is not None
-        full = self.files.extras(literal, sample)
+        full = self.files.extras(literal, sample, pids)
         if any((io.major, io.minor) not in self._block_devices for io in full.io):
             # in place: the snapshots' NodeEntry holds this table, and a render looks its devices up there
             self._block_devices.update(block_devices())
@@ -329,6 +350,13 @@ class StatsProvider:
         except OSError:
             return None
 
+    def _sandbox_netns(self, path: str) -> int | None:
+        """The namespace behind a ready sandbox's /proc/<pause pid>/ns/net, looked up once while the sandbox is
+        listed ready (the path names its pause process, whose namespace does not change)."""
+        if path not in self._netns_inodes:
+            self._netns_inodes[path] = self._netns_inode(path)
+        return self._netns_inodes[path]
+
     def _network(self, netns: str | None, now: float, errors: list[str]) -> Network | None:
         try:
             return Network(now, tuple(self._interfaces(netns)))
@@ -345,6 +373,7 @@ class StatsProvider:
         now, mono = self.clock.now(), self.clock.monotonic()
         seen: set[str] = set()
         errors: list[str] = []
+        self._pass_capacities = {}
         pod_cgroups = self.manager.pod_cgroups() if self.manager is not None else {}
         running: dict[str, list[ContainerStatus]] = {}
         for c in containers:
@@ -363,6 +392,11 @@ class StatsProvider:
             del self._previous[gone]
         for gone in set(self._volume_cache) - {p.uid for p in pods}:
             del self._volume_cache[gone]
+        for gone in set(self._log_real) - {c.log_path for c in containers if c.state is ContainerState.RUNNING}:
+            del self._log_real[gone]
+        for gone in set(self._netns_inodes) - {sb.network_namespace for sb in sandboxes
+                                               if sb.state is SandboxState.READY}:
+            del self._netns_inodes[gone]
         if errors:
             log.debug("stats pass had errors", extra={"kv": {"errors": errors[:5], "count": len(errors)}})
         return Snapshot(time=now, node=node, pods=tuple(pods), errors=len(errors))
@@ -375,24 +409,40 @@ class StatsProvider:
             if c.log_path:
                 usage = await self._walk(os.path.dirname(c.log_path), follow_file_links=True)
                 if usage is not None:
-                    logs = Fs(now, capacity(os.path.realpath(c.log_path)), usage.bytes, usage.inodes)
+                    logs = Fs(now, self._log_capacity(c.log_path), usage.bytes, usage.inodes)
             entries.append(ContainerEntry(
                 name=c.metadata.name, id=c.id, image=c.image, start_time=c.created_at,
-                cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors, c.pid)
-                if base else None,
+                cgroup=self._measure(f"{base}/{self._container_leaf(c.id)}", now, mono, seen, errors, c.pid,
+                                     pids=False) if base else None,
                 logs=logs, rootfs=self._layers.get(c.id),
             ))
         network = None
-        if sb.network_namespace and self._netns_inode(sb.network_namespace) != self._own_netns:
+        if sb.network_namespace and self._sandbox_netns(sb.network_namespace) != self._own_netns:
             network = self._network(sb.network_namespace, now, errors)
         return PodEntry(
             name=sb.metadata.name, namespace=sb.metadata.namespace, uid=sb.metadata.uid, start_time=sb.created_at,
             sandbox_id=sb.id, sandbox_image=self.sandbox_image,
             cgroup=self._measure(base, now, mono, seen, errors) if base else None,
-            sandbox_cgroup=self._measure(f"{base}/{self._container_leaf(sb.id)}", now, mono, seen, errors,
-                                         _netns_pid(sb.network_namespace)) if base else None,
+            read_sandbox_cgroup=functools.partial(self._measure_later, f"{base}/{self._container_leaf(sb.id)}",
+                                                  _netns_pid(sb.network_namespace)) if base else None,
             containers=tuple(entries), network=network, volumes=await self._volumes(sb.metadata.uid, now),
         )
+
+    def _log_capacity(self, log_path: str) -> FsCapacity | None:
+        """The capacity of the filesystem a container's log is on (with cri-dockerd the log path is a link to the
+        Engine's json-file log). Where a log path leads is fixed for the container's life, so it is resolved once
+        (os.path.realpath was the largest part of a log's share of a pass); statvfs runs once per filesystem per
+        pass, as upstream takes the log stats' capacity from one filesystem info per summary."""
+        real = self._log_real.get(log_path)
+        if real is None:
+            real = self._log_real[log_path] = os.path.realpath(log_path)
+        try:
+            device = os.stat(real).st_dev
+        except OSError:
+            return None
+        if device not in self._pass_capacities:
+            self._pass_capacities[device] = capacity(real)
+        return self._pass_capacities[device]
 
     async def _volumes(self, uid: str, now: float) -> tuple[Volume, ...]:
         """The pod's volumes as last walked, walked again once the period has passed."""

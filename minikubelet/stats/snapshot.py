@@ -90,10 +90,17 @@ class PodEntry:
     sandbox_id: str
     sandbox_image: str
     cgroup: Measured | None
-    sandbox_cgroup: Measured | None
+    read_sandbox_cgroup: Callable[[], Measured | None] | None = field(compare=False, repr=False)
     containers: tuple[ContainerEntry, ...]
     network: Network | None = None
     volumes: tuple[Volume, ...] = ()
+
+    @cached_property
+    def sandbox_cgroup(self) -> Measured | None:
+        """The pause container's cgroup, read when first asked rather than in every pass: only /metrics/cadvisor
+        shows it (the Summary, /metrics/resource and eviction read the pod's and its containers' cgroups), and it
+        was a third of a pass's cgroup files. Read at that moment, so its `time` is the read's, not the pass's."""
+        return self.read_sandbox_cgroup() if self.read_sandbox_cgroup is not None else None
 
 
 @dataclass(frozen=True)

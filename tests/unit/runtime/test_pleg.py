@@ -8,7 +8,7 @@ import pytest
 
 from cri.errors import RuntimeUnavailableError
 from cri.fake import FakeRuntime, Program
-from cri.types import ContainerConfig, ContainerMeta, PodMeta, PodSandboxConfig
+from cri.types import ContainerConfig, ContainerMeta, ObjectSummary, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import FakeClock
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.pleg import PLEG
@@ -202,3 +202,49 @@ async def test_confirms_a_pod_state_only_from_a_relist_asked_after_it_that_lists
     await env.relist()
     assert not env.pleg.confirms("uid-a", state, synced)  # the container exited since
     assert env.pleg.confirms("uid-a", await seen(), synced)
+
+
+class ListingRuntime(FakeRuntime):
+    """Hands back the summaries of its last listing while they are equal, as the Docker and CRI clients'
+    listings do (cri/docker/listing.py, cri/remote/listing.py)."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(clock, images=[IMAGE])
+        self.last: list[ObjectSummary] = []
+
+    async def list_summaries(self) -> list[ObjectSummary]:
+        listed = await super().list_summaries()
+        if listed != self.last:
+            self.last = listed
+        return list(self.last)
+
+
+async def test_an_unchanged_listing_is_not_diffed_again_but_still_counts_as_a_relist() -> None:
+    clock = FakeClock()
+    runtime = ListingRuntime(clock)
+    metrics = Metrics()
+    woken: list[str] = []
+    pleg = PLEG(runtime, clock, metrics, woken.append)
+    env = Env()
+    env.clock, env.runtime, env.metrics, env.woken, env.pleg = clock, runtime, metrics, woken, pleg
+    cid = await env.run(pod("a"))
+    assert await env.relist() == ["uid-a"]
+    uids, running = pleg.runtime_uids, pleg.running_uids
+
+    async def state() -> SeenPod:
+        return SeenPod.of(PodRuntimeState("uid-a", await runtime.list_pod_sandboxes({}),
+                                          await runtime.list_containers({})))
+
+    synced = await state()
+    since = clock.monotonic()
+    clock.advance(1)
+    assert await env.relist() == []
+    assert pleg.runtime_uids is uids and pleg.running_uids is running  # nothing rebuilt
+    assert pleg.last_relist == clock.monotonic() and pleg.listed_from > since
+    assert pleg.confirms("uid-a", synced, since)  # the unchanged relist confirms what the worker saw
+    assert metrics.registry.get_sample_value("kubelet_running_pods") == 1  # as the last diffed relist left it
+    runtime.exit_container(cid, 0)
+    clock.advance(1)
+    assert await env.relist() == ["uid-a"]
+    assert pleg.running_uids == frozenset({"uid-a"})  # the ready sandbox still counts
+    assert not pleg.confirms("uid-a", synced, since)

@@ -56,7 +56,7 @@ def snapshot(psi: bool = True, rate: int | None = 2875368) -> Snapshot:
         name="shell", namespace="fixtures", uid="bd6bca9f-38b7-4a32-a9ba-4d6ae254cb00", start_time=T - 710,
         sandbox_id="fd4379", sandbox_image="registry.k8s.io/pause:3.10",
         cgroup=Measured(pod_cg, T, sample(106383250, 528384, psi=psi), rate),
-        sandbox_cgroup=Measured(f"{pod_cg}/fd4379", T, sample(28811876, 40960, psi=psi), rate, procs),
+        read_sandbox_cgroup=lambda: Measured(f"{pod_cg}/fd4379", T, sample(28811876, 40960, psi=psi), rate, procs),
         containers=(container,), network=Network(T, (eth0(),)),
         volumes=(Volume("kube-api-access-xz47d", Fs(T, TMPFS, 12288, 9)), Volume("scratch", Fs(T, DISK, 8192, 2))),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from minikubelet.stats.cgroup_reader import (
     read_v1,
     read_v2,
     usage_nano_cores,
+    v1_extras,
 )
 
 V1_MEMORY_STAT = """cache 1000
@@ -85,6 +87,22 @@ def test_v1_limit_swap_and_a_working_set_never_below_zero(tmp_path: Path) -> Non
     assert s.memory_working_set == 0
     assert s.memory_limit == 64 * 2**20
     assert s.swap_usage == 4096
+
+
+def test_v1_a_container_leaves_its_task_count_to_the_extras(tmp_path: Path) -> None:
+    dirs = _v1(tmp_path, "p/c", {"memory.usage_in_bytes": "1000\n", "memory.stat": V1_MEMORY_STAT})
+    s = read_v1(dirs, extras=False, pids=False)
+    assert s is not None and s.pids == 0 and s.memory_rss == 49152
+    full = v1_extras(dirs, s, pids=True)
+    assert full.pids == 3 and full.memory_rss == 49152
+    assert v1_extras(dirs, replace(s, pids=7)).pids == 7  # a sample that read it keeps its own
+
+
+def test_v1_a_memory_stat_value_that_is_no_number_reads_as_zero(tmp_path: Path) -> None:
+    dirs = _v1(tmp_path, "p", {"memory.usage_in_bytes": "1000\n",
+                               "memory.stat": "total_rss x1\ntotal_inactive_file 100\ntotal_cache 5\n"})
+    s = read_v1(dirs)
+    assert s is not None and (s.memory_rss, s.memory_cache, s.memory_working_set) == (0, 5, 900)
 
 
 def test_v1_gone_cgroup_reads_as_none(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ what a pass collects, the CPU rate from two passes on the injectable clock, the 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from cri.fake import FakeRuntime
 from cri.types import ContainerConfig, ContainerMeta, ContainerStats, PodMeta, PodSandboxConfig
 from minikubelet.base.clock import FakeClock
 from minikubelet.stats import summary
+from minikubelet.stats.fs import capacity
 from minikubelet.stats.interfaces import InterfaceSample
 from minikubelet.stats.provider import CgroupFiles, StatsProvider, device_of
 
@@ -357,8 +359,10 @@ async def test_the_cadvisor_extras_are_read_when_first_asked_once_per_pass(tmp_p
     assert m is not None and m.sample.spec is None  # the pass left the limits unread
     shares.write_text("1024\n")
     tree.put(f"{POD_CG}/{cid}", 5_000_000_000, 2**20)  # CPU and memory move after the pass
+    assert m.sample.pids == 0  # a container's task count is left to the extras too
     full = m.full
     assert full.spec is not None and full.spec.cpu_shares == 1024  # read now, on the first ask
+    assert full.pids == 1
     assert (full.cpu_user_ns, full.cpu_system_ns) == (10_000_000, 10_000_000)
     assert full.cpu_usage_ns == m.sample.cpu_usage_ns == 1_000_000_000  # the pass's own values stay
     assert full.memory_working_set == m.sample.memory_working_set
@@ -371,3 +375,72 @@ async def test_the_cadvisor_extras_are_read_when_first_asked_once_per_pass(tmp_p
     shares.parent.joinpath("cpu.shares").unlink()
     gone = (await provider.update()).pods[0].containers[0].cgroup
     assert gone is not None and gone.full.spec is not None and gone.full.spec.cpu_shares == 0  # as a missing file
+
+
+async def test_the_sandbox_cgroup_is_read_when_first_asked_not_in_the_pass(tmp_path: Path, proc: Path) -> None:
+    clock = FakeClock()
+    provider, _, tree, sandbox, _, _ = await make(tmp_path, proc, clock)
+    snap = await provider.update()
+    pod = snap.pods[0]
+    assert pod.cgroup is not None and pod.cgroup.sample.cpu_usage_ns == 2_000_000_000  # the pod's own: in the pass
+    tree.put(f"{POD_CG}/{sandbox}", 7_000, 8192, pids=3)  # the pause container's cgroup moves after the pass
+    clock.advance(4)
+    m = pod.sandbox_cgroup
+    assert m is not None and m.id == f"{POD_CG}/{sandbox}" and m.time == clock.now()  # read at the first ask
+    assert (m.sample.cpu_usage_ns, m.sample.memory_usage, m.sample.pids) == (7_000, 8192, 3)
+    assert m.nano_cores is None  # nothing reads a rate for it
+    tree.put(f"{POD_CG}/{sandbox}", 9_000, 8192)
+    assert pod.sandbox_cgroup is m  # once per snapshot
+    assert f"{POD_CG}/{sandbox}" not in provider._previous  # the pass keeps no sample of it
+    for c in tree.mounts:
+        for f in tree.mounts[c].joinpath(*POD_CG.split("/"), sandbox).iterdir():
+            f.unlink()
+        tree.mounts[c].joinpath(*POD_CG.split("/"), sandbox).rmdir()
+    gone = (await provider.update()).pods[0]
+    assert gone.sandbox_cgroup is None and gone.cgroup is not None  # gone since: no series, no failure
+
+
+async def test_a_log_path_is_resolved_once_per_container(tmp_path: Path, proc: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    provider, rt, _, _, cid, _ = await make(tmp_path, proc, clock)
+    resolved: list[str] = []
+    real = os.path.realpath
+
+    def counting(path: str) -> str:
+        resolved.append(path)
+        return real(path)
+
+    monkeypatch.setattr(os.path, "realpath", counting)
+    log_path = str(tmp_path / "logs/app/0.log")
+    for _ in range(3):
+        c = (await provider.update()).pods[0].containers[0]
+        clock.advance(10)
+        fs = capacity(log_path)
+        assert c.logs is not None and c.logs.capacity is not None and fs is not None and c.logs.used is not None
+        assert c.logs.capacity.capacity == fs.capacity  # the log's own filesystem
+    assert resolved.count(log_path) == 1
+    await rt.stop_container(cid, 0)
+    await provider.update()
+    assert provider._log_real == {}  # forgotten with the running container
+
+
+async def test_a_ready_sandboxs_namespace_is_looked_up_once(tmp_path: Path, proc: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    provider, rt, _, sandbox, _, interfaces = await make(tmp_path, proc, clock)
+    looked_up: list[str] = []
+    real = provider._netns_inode
+
+    def counting(path: str) -> int | None:
+        looked_up.append(path)
+        return real(path)
+
+    monkeypatch.setattr(provider, "_netns_inode", counting)
+    for _ in range(3):
+        assert (await provider.update()).pods[0].network is not None  # read every pass
+        clock.advance(10)
+    assert len(looked_up) == 1 and len([c for c in interfaces.calls if c is not None]) == 3
+    await rt.stop_pod_sandbox(sandbox)
+    await provider.update()
+    assert provider._netns_inodes == {}  # forgotten once the sandbox is not ready
