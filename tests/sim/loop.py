@@ -9,7 +9,6 @@ import heapq
 import itertools
 import random
 import selectors
-import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any, cast
@@ -49,14 +48,20 @@ class SimLoop(asyncio.SelectorEventLoop):
         self._order = order
         self.permuted = 0  # iterations whose ready callbacks were reordered
         self._births = itertools.count()
-        self._born: weakref.WeakKeyDictionary[asyncio.Task[Any], int] = weakref.WeakKeyDictionary()
+        self._born: dict[asyncio.Task[Any], int] = {}  # pruned of finished tasks as it grows
+        self._prune_at = 1024
 
     def time(self) -> float:
         return self.clock.monotonic()
 
     def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
         task: asyncio.Task[Any] = super().create_task(coro, **kwargs)
-        self._born[task] = next(self._births)
+        born = self._born
+        if len(born) >= self._prune_at:
+            for t in [t for t in born if t.done()]:
+                del born[t]
+            self._prune_at = 2 * len(born) + 1024
+        born[task] = next(self._births)
         return task
 
     def tasks(self) -> list[asyncio.Task[Any]]:
@@ -66,11 +71,16 @@ class SimLoop(asyncio.SelectorEventLoop):
 
     def _run_once(self) -> None:
         ready = self._ready  # type: ignore[attr-defined]
-        if self._order is not None and len(ready) > 1:
-            handles = list(ready)
-            self._order.shuffle(handles)
-            ready.clear()
-            ready.extend(handles)
+        n = len(ready)
+        if self._order is not None and n > 1:
+            if n == 2:  # the common case, one draw
+                if self._order.getrandbits(1):
+                    ready.rotate(1)
+            else:
+                handles = list(ready)
+                self._order.shuffle(handles)
+                ready.clear()
+                ready.extend(handles)
             self.permuted += 1
         super()._run_once()  # type: ignore[misc]
 
