@@ -19,7 +19,7 @@ from tests.sim.run import run_seed, run_trace
 from tests.sim.workload import Event
 
 ROOT = Path(__file__).resolve().parents[2]
-# the CI range: what fits issue 32's 2 minutes on two processes of the 2-core CI machine (~170-230 ms of CPU a
+# the CI range: what fits issue 32's 2 minutes on two processes of the 2-core CI machine (~200-250 ms of CPU a
 # seed of 100 steps when it is quiet; docs/testing.md has the numbers)
 CI_SEEDS = os.environ.get("MKL_SIM_SEEDS", "0:800")
 CI_STEPS = int(os.environ.get("MKL_SIM_STEPS", "100"))
