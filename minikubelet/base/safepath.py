@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -110,11 +110,12 @@ def mount_points(mountinfo: Path = MOUNTINFO) -> list[str]:
     return points
 
 
-def remove_tree(base: str, *parts: object, mountinfo: Path = MOUNTINFO) -> bool:
+def remove_tree(base: str, *parts: object, mountinfo: Path = MOUNTINFO, mounts: Iterable[str] | None = None) -> bool:
     """Remove base/parts and everything below it; True when it is gone (or never existed).
 
     Symlinks inside are removed as links, never followed. Anything mounted at or below the tree,
     or on another device, is left alone (and the tree then stays, so the caller can retry later).
+    `mounts`: the mount points, when the caller has just read them (else `mountinfo` is read).
     """
     if not parts:
         raise UnsafePathError("refusing to remove the base directory itself")
@@ -122,7 +123,9 @@ def remove_tree(base: str, *parts: object, mountinfo: Path = MOUNTINFO) -> bool:
     checked = [safe_component(p) for p in parts]
     real_base = os.path.realpath(base)
     real_target = os.path.join(real_base, *checked)
-    if any(p == real_target or p.startswith(real_target + "/") for p in mount_points(mountinfo)):
+    if mounts is None:
+        mounts = mount_points(mountinfo)
+    if any(p == real_target or p.startswith(real_target + "/") for p in mounts):
         return False
     try:
         with _open_dir(base, checked[:-1], create=False) as parent_fd:

@@ -271,8 +271,8 @@ def _our_tmpfs_mounts(root_dir: str, uid: str, mounter: Mounter) -> list[str]:
     return found
 
 
-def _mounted_below(path: str, mounter: Mounter) -> bool:
-    return any(m.path == path or m.path.startswith(path + "/") for m in mounter.mount_points())
+def _mounted_below(path: str, mounts: list[str]) -> bool:
+    return any(m == path or m.startswith(path + "/") for m in mounts)
 
 
 def unmount_pod_volumes(root_dir: str, uid: str, mounter: Mounter | None = None) -> bool:
@@ -293,7 +293,8 @@ def unmount_pod_volumes(root_dir: str, uid: str, mounter: Mounter | None = None)
         except OSError as e:
             log.warning("tmpfs not unmounted", extra={"kv": {"uid": uid, "path": path, "err": str(e)}})
             ok = False
-    return ok and not _our_tmpfs_mounts(root_dir, uid, mounter)
+    # nothing was mounted: no second read of the mount table
+    return ok and (not mounted or not _our_tmpfs_mounts(root_dir, uid, mounter))
 
 
 def teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None,
@@ -321,9 +322,11 @@ def _teardown_pod_dir(root_dir: str, uid: str, mounter: Mounter | None = None) -
     if not unmount_pod_volumes(root_dir, uid, mounter):
         return False
     try:
-        if _mounted_below(os.path.join(os.path.realpath(root_dir), PODS, uid), mounter):
+        # one read of the mount table for both checks (the host's is long on a busy node)
+        mounts = [m.path for m in mounter.mount_points()]
+        if _mounted_below(os.path.join(os.path.realpath(root_dir), PODS, uid), mounts):
             return False
-        return remove_tree(root_dir, PODS, uid)
+        return remove_tree(root_dir, PODS, uid, mounts=mounts)
     except (UnsafePathError, OSError) as e:
         log.warning("pod dir not removed", extra={"kv": {"uid": uid, "err": str(e)}})
         return False

@@ -21,6 +21,8 @@ class PodSyncState:
     image_errors: dict[str, ImageFailure] = field(default_factory=dict)
     volume_paths: dict[str, str] | None = None
     log_fallbacks: dict[str, str] = field(default_factory=dict)  # container id -> log tail
+    # container id -> its termination log as read once it had exited (an exited container writes no more)
+    termination_logs: dict[str, str] = field(default_factory=dict)
     start_recorded: bool = False
     override: tuple[str, str, str] | None = None  # (phase, reason, message) set by the active deadline
     # False for a stand-in worker that stops a runtime pod no source wants, or one admission refused (upstream

@@ -405,20 +405,25 @@ class PodSyncer:
 
     def _termination_messages(self, uid: str, state: PodRuntimeState, st: PodSyncState) -> dict[str, str]:
         out: dict[str, str] = {}
+        read: dict[str, str] = {}
         for c in state.containers:
             if c.state is not ContainerState.EXITED:
                 continue
-            try:
-                path = termination_log_path(self._root_dir, uid, name_of(c), restart_count_of(c))
-                with open(path, "rb") as f:
-                    data = f.read(MAX_TERMINATION_MESSAGE)
-            except (OSError, UnsafePathError):
-                data = b""
-            msg = data.decode(errors="replace")
+            msg = st.termination_logs.get(c.id)
+            if msg is None:
+                try:
+                    path = termination_log_path(self._root_dir, uid, name_of(c), restart_count_of(c))
+                    with open(path, "rb") as f:
+                        data = f.read(MAX_TERMINATION_MESSAGE)
+                except (OSError, UnsafePathError):
+                    data = b""
+                msg = data.decode(errors="replace")
+            read[c.id] = msg
             if msg:
                 out[c.id] = msg
             elif c.id in st.log_fallbacks:
                 out[c.id] = st.log_fallbacks[c.id]
+        st.termination_logs = read  # the containers gone from the runtime drop out
         return out
 
     async def _fill_log_fallbacks(self, view: PodView, state: PodRuntimeState, st: PodSyncState) -> None:

@@ -6,6 +6,7 @@
     python -m tests.sim shrink --seed 17 --steps 100                the shortest trace that still fails
     python -m tests.sim coverage --seeds 0:50 --steps 100           the planner's lines and arcs the runs reach
     ... --mutate no-backoff                                          with a bug put in on purpose
+    ... --order fifo                                                 asyncio's FIFO ready queue, not the seed's order
 
 Set-iteration order depends on PYTHONHASHSEED: the command runs itself again with PYTHONHASHSEED=0 so a seed
 replays the same in every process.
@@ -29,12 +30,18 @@ from tests.sim.shrink import shrink
 from tests.sim.workload import generate
 
 
-def _replay_command(seed: int, steps: int, mutate: str) -> str:
+def _replay_command(seed: int, steps: int, mutate: str, seeded_order: bool = True) -> str:
     m = f" --mutate {mutate}" if mutate else ""
-    return f"python -m tests.sim replay --seed {seed} --steps {steps}{m}"
+    o = "" if seeded_order else " --order fifo"
+    return f"python -m tests.sim replay --seed {seed} --steps {steps}{m}{o}"
 
 
-def _init(mutate: str) -> None:
+_SEEDED_ORDER = True
+
+
+def _init(mutate: str, seeded_order: bool = True) -> None:
+    global _SEEDED_ORDER
+    _SEEDED_ORDER = seeded_order
     logging.getLogger().setLevel(logging.ERROR)  # the agent's warnings are expected under injected faults
     if mutate:
         mutations.apply(mutate)
@@ -43,7 +50,7 @@ def _init(mutate: str) -> None:
 def _one(args: tuple[int, int]) -> tuple[int, str, int, float, float]:
     seed, steps = args
     t0 = time.perf_counter()
-    out = run_seed(seed, steps)
+    out = run_seed(seed, steps, seeded_order=_SEEDED_ORDER)
     return seed, str(out.violation or ""), out.steps, out.virtual_seconds, time.perf_counter() - t0
 
 
@@ -65,7 +72,7 @@ def _load_known(path: str) -> dict[int, str]:
 
 
 def _run_many(seeds: Iterator[int], steps: int, procs: int, mutate: str, deadline: float | None,
-              stop_on_failure: bool, known: dict[int, str] | None = None) -> int:
+              stop_on_failure: bool, known: dict[int, str] | None = None, seeded_order: bool = True) -> int:
     t0 = time.perf_counter()
     known = known or {}
     failures: list[tuple[int, str, int]] = []
@@ -74,7 +81,7 @@ def _run_many(seeds: Iterator[int], steps: int, procs: int, mutate: str, deadlin
     n = 0
     cpu = 0.0
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(procs, initializer=_init, initargs=(mutate,)) as pool:
+    with ctx.Pool(procs, initializer=_init, initargs=(mutate, seeded_order)) as pool:
         for seed, violation, at, _virtual, took in pool.imap_unordered(_one, ((s, steps) for s in seeds),
                                                                      chunksize=4):
             n += 1
@@ -87,7 +94,7 @@ def _run_many(seeds: Iterator[int], steps: int, procs: int, mutate: str, deadlin
             if violation:
                 failures.append((seed, violation, at))
                 print(f"seed {seed} FAILED at step {at}: {violation}\n  replay: "
-                      f"{_replay_command(seed, steps, mutate)}", flush=True)
+                      f"{_replay_command(seed, steps, mutate, seeded_order)}", flush=True)
                 if stop_on_failure:
                     pool.terminate()
                     break
@@ -124,35 +131,38 @@ def main(argv: list[str]) -> int:
     p.add_argument("--mutate", default="", help=f"one of {', '.join(mutations.MUTATIONS)}")
     p.add_argument("--stop-on-failure", action="store_true")
     p.add_argument("--known", default="", help="a file of open findings (seed invariant), expected to fail")
+    p.add_argument("--order", choices=("seeded", "fifo"), default="seeded",
+                   help="the order of the tasks ready at once: drawn from the seed, or asyncio's FIFO")
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args(argv)
+    seeded = a.order == "seeded"
     if a.command == "run":
         return _run_many(iter(_seeds(a.seeds)), a.steps, a.procs, a.mutate, None, a.stop_on_failure,
-                         _load_known(a.known))
+                         _load_known(a.known), seeded)
     if a.command == "long":
         return _run_many(_random_seeds(), a.steps, a.procs, a.mutate, time.perf_counter() + a.hours * 3600,
-                         a.stop_on_failure)
-    _init(a.mutate)
+                         a.stop_on_failure, seeded_order=seeded)
+    _init(a.mutate, seeded)
     if a.command == "coverage":
         with PlannerCoverage() as cov:
             for seed in _seeds(a.seeds):
-                run_seed(seed, a.steps)
+                run_seed(seed, a.steps, seeded_order=seeded)
         print(f"{len(_seeds(a.seeds))} seeds of {a.steps} steps, {cov.report()}")
         return 0
     if a.command == "replay":
-        out: Outcome = run_seed(a.seed, a.steps)
+        out: Outcome = run_seed(a.seed, a.steps, seeded_order=seeded)
         if a.verbose:
             print("\n".join(out.log))
         print(f"seed {a.seed}: {out.violation or 'passed'} after {out.steps} steps, {out.virtual_seconds:.0f} "
               f"virtual s, digest {out.digest}")
         return 1 if out.failed else 0
-    first = run_seed(a.seed, a.steps)
+    first = run_seed(a.seed, a.steps, seeded_order=seeded)
     if first.violation is None:
         print(f"seed {a.seed} passes: nothing to shrink")
         return 0
-    events = shrink(a.seed, generate(a.seed, a.steps), first.violation.name,
+    events = shrink(a.seed, generate(a.seed, a.steps), first.violation.name, seeded_order=seeded,
                     report=lambda s: print("  " + s, flush=True))
-    final = run_trace(a.seed, events)
+    final = run_trace(a.seed, events, seeded_order=seeded)
     print(f"seed {a.seed}: {final.violation}\nminimal trace ({len(events)} events), for a regression test:")
     print("EVENTS = [\n" + "".join(f"    {e},\n" for e in events) + "]")
     return 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
+import random
 import selectors
 from collections import deque
 from collections.abc import Callable
@@ -23,22 +25,64 @@ class Blocked(Exception):
 
 
 class _NeverWait(selectors.DefaultSelector):
+    """No file descriptor is ever ready in a run (nothing does I/O but the disk, synchronously): a poll with no
+    timeout returns nothing without asking the kernel, one that would wait is a harness bug."""
+
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if timeout is None or timeout > 0:
             raise Blocked("nothing is runnable and the simulation driver waits: the loop would block")
-        return super().select(0)
+        return []
 
 
 class SimLoop(asyncio.SelectorEventLoop):
-    """asyncio's own loop (its ready queue and timer heap unchanged), with `time()` on the FakeClock: a
-    `call_later` or `asyncio.wait_for` deadline falls due when the simulation moves the clock past it."""
+    """asyncio's own loop (its timer heap unchanged), with `time()` on the FakeClock: a `call_later` or
+    `asyncio.wait_for` deadline falls due when the simulation moves the clock past it.
 
-    def __init__(self, clock: FakeClock) -> None:
+    `order`: None keeps asyncio's FIFO ready queue; a Random permutes the callbacks ready at each iteration (the
+    tasks woken at one instant run in an order drawn from the seed, as the order in which a real runtime's replies
+    arrive varies), still the same for the same seed."""
+
+    def __init__(self, clock: FakeClock, order: random.Random | None = None) -> None:
         super().__init__(_NeverWait())
         self.clock = clock
+        self._order = order
+        self.permuted = 0  # iterations whose ready callbacks were reordered
+        self._births = itertools.count()
+        self._born: dict[asyncio.Task[Any], int] = {}  # pruned of finished tasks as it grows
+        self._prune_at = 1024
 
     def time(self) -> float:
         return self.clock.monotonic()
+
+    def create_task(self, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = super().create_task(coro, **kwargs)
+        born = self._born
+        if len(born) >= self._prune_at:
+            for t in [t for t in born if t.done()]:
+                del born[t]
+            self._prune_at = 2 * len(born) + 1024
+        born[task] = next(self._births)
+        return task
+
+    def tasks(self) -> list[asyncio.Task[Any]]:
+        """The loop's unfinished tasks in the order they were created: `asyncio.all_tasks()` is a set ordered by
+        memory address, which differs from run to run (cancelling in its order would make a seed's run vary)."""
+        return sorted(asyncio.all_tasks(self), key=lambda t: self._born.get(t, -1))
+
+    def _run_once(self) -> None:
+        ready = self._ready  # type: ignore[attr-defined]
+        n = len(ready)
+        if self._order is not None and n > 1:
+            if n == 2:  # the common case, one draw
+                if self._order.getrandbits(1):
+                    ready.rotate(1)
+            else:
+                handles = list(ready)
+                self._order.shuffle(handles)
+                ready.clear()
+                ready.extend(handles)
+            self.permuted += 1
+        super()._run_once()  # type: ignore[misc]
 
     @property
     def ready(self) -> deque[Any]:

@@ -9,7 +9,7 @@ from tests.sim.run import Outcome, run_trace
 from tests.sim.workload import Event
 
 
-def shrink(seed: int, events: list[Event], name: str, *, budget: int = 400,
+def shrink(seed: int, events: list[Event], name: str, *, budget: int = 400, seeded_order: bool = True,
            report: Callable[[str], None] = lambda _s: None) -> list[Event]:
     """A shorter trace that still violates invariant `name`; at most `budget` runs."""
     runs = 0
@@ -17,7 +17,7 @@ def shrink(seed: int, events: list[Event], name: str, *, budget: int = 400,
     def fails(trace: list[Event]) -> Outcome | None:
         nonlocal runs
         runs += 1
-        out = run_trace(seed, trace)
+        out = run_trace(seed, trace, seeded_order=seeded_order)
         return out if out.violation is not None and out.violation.name == name else None
 
     first = fails(events)
