@@ -37,6 +37,10 @@ INVARIANTS: dict[str, str] = {
                             f"{DELETE_BOUND:.0f} s",
     "quiescence-clean": "once every pod is deleted and time has passed, nothing is left: containers, sandboxes, "
                         "pod dirs, volumes, log files, workers, statuses",
+    "final-delete": "every pod deleted through the API is gone from the API (the agent's final DELETE) within its "
+                    "grace + 210 s, counted from when the API is back if it was unreachable meanwhile",
+    "api-converges": "while the API is reachable, its status of each pod (phase, container states, restart "
+                     "counts) equals the agent's within 120 s",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",

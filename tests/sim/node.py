@@ -67,6 +67,11 @@ class SimNode:
         self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
+        # the API half (tests/sim/api.py): its loops start with the sources; runtime pods are orphans only once
+        # every source has answered (the agent's housekeeping.stop_orphans_once_sources_seen)
+        self.loops: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
+        self.sources_seen: Callable[[], bool] = lambda: True
+        self.orphans_pending = True
 
     def _worker(self, pod: Pod, adopted: bool) -> PodWorker:
         return PodWorker(pod, self.syncer, self.clock, self.metrics, resync_period=10.0, adopted=adopted)
@@ -91,10 +96,17 @@ class SimNode:
         self._spawn("pleg-events", self.pleg.run_events())
         self.started = True
         self.set_pods(pods())
-        self.manager.adopt_orphans(self.pleg.runtime_uids)
+        for name, loop in self.loops:
+            self._spawn(name, loop())
+        self.stop_orphans_once_sources_seen()
         self._spawn("container-gc", self.gc.run())
         self._spawn("orphan-sweep", self._orphan_sweep())
         self._spawn("housekeeping", self._housekeeping())
+
+    def stop_orphans_once_sources_seen(self) -> None:
+        if self.started and self.orphans_pending and self.sources_seen():
+            self.orphans_pending = False
+            self.manager.adopt_orphans(self.pleg.runtime_uids)
 
     def set_pods(self, pods: list[Pod]) -> None:
         if self.started:
@@ -107,14 +119,16 @@ class SimNode:
     async def _orphan_sweep(self) -> None:
         while True:
             await self.clock.sleep(ORPHAN_SWEEP_PERIOD)
-            self.sweep_orphans()
+            if not self.orphans_pending:
+                self.sweep_orphans()
 
     async def _housekeeping(self) -> None:
         while True:
             await self.clock.sleep(2.0)
             self.container_backoff.gc()
             self.manager.restart_unknown()
-            self.manager.kill_running_orphans(self.pleg.runtime_uids, self.pleg.running_uids, self.pleg.listed_from)
+            if not self.orphans_pending:
+                self.manager.kill_running_orphans(self.pleg.runtime_uids, self.pleg.running_uids, self.pleg.listed_from)
 
     async def crash(self) -> None:
         """kill -9: every task ends where it is; nothing is cleaned up."""

@@ -17,6 +17,7 @@ from cri.types import ContainerState
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
+from tests.sim.api_workload import ApiWorld
 from tests.sim.invariants import Checker, SimRuntime, Violation
 from tests.sim.loop import Blocked, Livelock, Scheduler, SimLoop
 from tests.sim.node import SimNode
@@ -71,9 +72,12 @@ class Sim:
         self.mounter = FakeMounter()  # the machine's mounts outlive the agent
         self.trace: list[str] = []
         self.starting: asyncio.Task[None] | None = None
+        self.api = ApiWorld(self.clock, seed, self.checker)  # the API server and the pods created through it
 
     def _new_node(self) -> SimNode:
-        return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter)
+        node = SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter)
+        self.api.attach(node, MAX_PODS)
+        return node
 
     def start(self) -> None:
         """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call
@@ -120,6 +124,8 @@ class Sim:
             asyncio.get_running_loop().call_later(float(ev.b), gate.release)
         elif ev.kind == "crash":
             await self.crash()
+        elif ev.kind.startswith("api-"):
+            self.api.apply(ev)
 
     async def crash(self) -> None:
         me = asyncio.current_task()
@@ -142,8 +148,9 @@ class Sim:
         admitted = sum(1 for p in node.manager.active_pods()
                        if podview.uid(p) in workers and podview.uid(p) not in node.manager._rejected)
         self.checker.check(statuses, workers, admitted)
+        api = self.api.check(node)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
-                          f"{sorted((u, s.get('phase')) for u, s in statuses)}")
+                          f"{sorted((u, s.get('phase')) for u, s in statuses)} {api}")
 
     async def quiesce(self, sched: Scheduler) -> None:
         """Faults stop, every pod is deleted; then nothing of them may be left."""
@@ -156,12 +163,14 @@ class Sim:
             self.checker.deleted(uid, float((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 0))
         self.wanted.clear()
         node.set_pods([])
+        self.api.quiesce()
         t = 0.0
         while t < QUIESCE:
             await sched.run_for(QUIESCE_STEP)
             t += QUIESCE_STEP
             self.check()
         node.sweep_orphans()
+        self.api.check_clean()
         self.checker.check_clean(self.root, set(node.workers.uids()), len(node.statuses.statuses()))
         if self.mounter.mounted:
             raise Violation("quiescence-clean", f"tmpfs volumes still mounted: {self.mounter.mounted[:3]}")
