@@ -29,9 +29,9 @@ from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.kubeconfig import ClientConfig
 from minikubelet.kubeapi.rest import RestClient
 from minikubelet.kubeapi.transport import Response, Transport
-from minikubelet.worker.lifecycle import PodLifecycle
 from minikubelet.sources.apiserver import ApiserverPodSource
 from minikubelet.status.api_sync import PodStatusSync
+from minikubelet.worker.lifecycle import PodLifecycle
 from tests.apiserver import errors, registry, selectors, store
 from tests.apiserver.auth import User
 from tests.apiserver.authz import Attributes, Authorizer
@@ -93,14 +93,16 @@ class SimApi:
 
         rng = self._uuids
         ids = type("Ids", (), {"uuid4": staticmethod(lambda: uuid.UUID(int=rng.getrandbits(128), version=4))})
-        saved = (store.now_rfc3339, registry.now_rfc3339, registry._later, store.uuid)
-        store.now_rfc3339 = registry.now_rfc3339 = now  # type: ignore[assignment]
-        registry._later = later
-        store.uuid = ids  # type: ignore[assignment]
+        patches = [(store, "now_rfc3339", now), (registry, "now_rfc3339", now), (registry, "_later", later),
+                   (store, "uuid", ids)]
+        saved = [(m, name, getattr(m, name)) for m, name, _v in patches]
+        for m, name, value in patches:
+            setattr(m, name, value)
         try:
             yield
         finally:
-            store.now_rfc3339, registry.now_rfc3339, registry._later, store.uuid = saved
+            for m, name, value in saved:
+                setattr(m, name, value)
 
     # -- faults -------------------------------------------------------------------------------------------
     @property
@@ -253,7 +255,7 @@ class _Stream:
             if wait <= 0:
                 break
             try:
-                item = await asyncio.wait_for(self.w.queue.get(), wait)
+                item: Any = await asyncio.wait_for(self.w.queue.get(), wait)  # stamped by _Stamped
             except TimeoutError:
                 break
             if item is None:

@@ -157,10 +157,10 @@ class ApiWorld:
                 dl.deadline = max(dl.deadline, api.reachable_since + d.grace + DELETE_BOUND)
             deadline = max(d.at + d.grace, api.reachable_since) + FINAL_DELETE_BOUND
             if reachable and now > deadline:
-                pod = stored[uid]
-                raise Violation("final-delete", f"pod {pod['metadata']['name']} ({uid}) deleted at {d.at:.1f} "
+                left = stored[uid]
+                raise Violation("final-delete", f"pod {left['metadata']['name']} ({uid}) deleted at {d.at:.1f} "
                                                 f"(grace {d.grace:.0f} s) is still in the API at {now:.1f}: phase "
-                                                f"{(pod.get('status') or {}).get('phase')}")
+                                                f"{(left.get('status') or {}).get('phase')}")
         if reachable:
             since = max(api.reachable_since, self.agent_started)
             for entry in node.statuses.statuses():

@@ -12,6 +12,7 @@ from typing import Any
 
 from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
+from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
 from minikubelet.events import EventRecorder
@@ -32,6 +33,7 @@ from minikubelet.worker.backoff import (
 from minikubelet.worker.containers import Containers
 from minikubelet.worker.gc import ContainerGC
 from minikubelet.worker.images import ImagePuller
+from minikubelet.worker.lifecycle import KillPodOptions
 from minikubelet.worker.sync import PodSyncer
 from minikubelet.worker.workers import PodWorker, PodWorkers
 from tests.unit.volumes.fake_mounter import FakeMounter
@@ -60,6 +62,15 @@ class SimNode:
         self.syncer.container_id_scheme = runtime.runtime_version.container_id_scheme
         self._on_finished = on_finished
         self.workers = PodWorkers(self._worker, on_finished=self._finished)
+        self.admitted: set[str] = set()  # pods the pod manager admitted: their worker started without a kill
+        start = self.workers.update_pod
+
+        def update_pod(pod: Pod, kill: KillPodOptions | None = None, adopted: bool = False) -> PodWorker:
+            if kill is None and not adopted and podview.uid(pod) not in self.workers:
+                self.admitted.add(podview.uid(pod))
+            return start(pod, kill, adopted)
+
+        self.workers.update_pod = update_pod  # type: ignore[method-assign]
         self.manager = PodManager(self.workers, self.statuses, [MaxPodsAdmitHandler(max_pods)], clock,
                                   self.recorder, metrics=self.metrics)
         self.config = PodConfig(self.manager.handle)

@@ -143,10 +143,10 @@ class Sim:
         assert node is not None
         statuses = [(podview.uid(e.pod), e.status) for e in node.statuses.statuses()]
         workers = set(node.workers.uids())
-        # a rejected pod's worker only stops what it ran before an agent restart: active (upstream counts a pod
-        # whose termination is under way), never admitted
+        # a rejected pod's worker only stops what it ran before an agent restart, and a pod deleted before this agent
+        # saw it is only stopped: active (upstream counts a pod whose termination is under way), never admitted
         admitted = sum(1 for p in node.manager.active_pods()
-                       if podview.uid(p) in workers and podview.uid(p) not in node.manager._rejected)
+                       if podview.uid(p) in workers and podview.uid(p) in node.admitted)
         self.checker.check(statuses, workers, admitted)
         api = self.api.check(node)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
