@@ -29,6 +29,7 @@ from minikubelet.base.podview import Pod
 from minikubelet.kubeapi.kubeconfig import ClientConfig
 from minikubelet.kubeapi.rest import RestClient
 from minikubelet.kubeapi.transport import Response, Transport
+from minikubelet.node.lease import NodeLease
 from minikubelet.sources.apiserver import ApiserverPodSource
 from minikubelet.status.api_sync import PodStatusSync
 from minikubelet.worker.lifecycle import PodLifecycle
@@ -324,7 +325,7 @@ class SimClient(RestClient):
 
 class ApiAgent:
     """The agent's API half as services/api_pods.py wires it: the API pod source (list + watch into the source
-    merge) and the status manager's API sync (PATCH status, the final DELETE)."""
+    merge), the status manager's API sync (PATCH status, the final DELETE) and the node's Lease heartbeat."""
 
     def __init__(self, api: SimApi, clock: FakeClock, statuses: Any, workers: Any, max_pods: int,
                  set_source_pods: Callable[[str, list[Pod]], None]) -> None:
@@ -333,6 +334,7 @@ class ApiAgent:
         self.source = ApiserverPodSource(self.client, NODE, clock, set_source_pods, max_pods=10 * max_pods)
         self.status_sync = PodStatusSync(self.client, clock, statuses, self.terminated,
                                          source_pod=lambda pod: self.source.pod(podview.uid(pod)))
+        self.lease = NodeLease(self.client, clock, NODE)
 
     def terminated(self, uid: str) -> bool:
         """agent._pod_terminated: nothing of the pod can run any more."""

@@ -16,6 +16,7 @@ invariants (`final-delete`, `api-converges`), checked after every step.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from tests.sim.workload import NAMES, Event, pod_for
 Json = dict[str, Any]
 FINAL_DELETE_BOUND = DELETE_BOUND + 30.0  # a deleted pod's worker is done within DELETE_BOUND; then the sync period
 CONVERGE_BOUND = 120.0
+LEASE_SETTLE = 20.0  # after the API is back (or the heartbeat starts) the lease is renewed within this
 SLOW_FOR = 120.0
 API_SHARE = 0.35  # the chance an API event comes before each of the node's events
 WEIGHTS: dict[str, int] = {"api-create": 30, "api-delete": 16, "api-force": 5, "api-evict": 4, "api-down": 4,
@@ -81,6 +83,7 @@ class ApiWorld:
         self.agent_started = 0.0
         self.deleted: dict[str, _Deleted] = {}  # uid -> when it was deleted through the API, until it is gone
         self.differs: dict[str, float] = {}  # uid -> since when the API's status differs from the agent's
+        self.lease_started: float | None = None  # monotonic: the agent's heartbeat loop began
 
     def attach(self, node: SimNode, max_pods: int) -> None:
         """A (new) agent's API half on `node`."""
@@ -89,10 +92,16 @@ class ApiWorld:
             node.stop_orphans_once_sources_seen()
 
         agent = ApiAgent(self.api, self.clock, node.statuses, node.workers, max_pods, set_source_pods)
-        node.loops += [("api-pods", agent.source.run), ("pod-status-sync", agent.status_sync.run)]
+        async def heartbeat() -> None:
+            self.lease_started = self.clock.monotonic()
+            await agent.lease.run()
+
+        node.loops += [("api-pods", agent.source.run), ("pod-status-sync", agent.status_sync.run),
+                       ("node-lease", heartbeat)]
         node.sources_seen = lambda: agent.source.seen
         self.agent = agent
         self.agent_started = self.clock.monotonic()
+        self.lease_started = None
         self.differs.clear()
 
     # -- events ----------------------------------------------------------------------------------------------
@@ -174,15 +183,36 @@ class ApiWorld:
                 if now - max(first, since) > CONVERGE_BOUND:
                     raise Violation("api-converges", f"pod {uid}: the agent has {ours}, the API {theirs} since "
                                                      f"{max(first, since):.1f} (now {now:.1f})")
+            self._check_lease(now)
         else:
             self.differs.clear()
         return str(sorted((p["metadata"]["name"], (p.get("status") or {}).get("phase"),
                            bool(p["metadata"].get("deletionTimestamp"))) for p in stored.values()))
 
+    def _check_lease(self, now: float) -> None:
+        started = self.lease_started
+        if started is None or now - max(started, self.api.reachable_since) <= LEASE_SETTLE:
+            return
+        lease = self.api.store.get("leases", "kube-node-lease", NODE)
+        spec = (lease or {}).get("spec") or {}
+        renewed = _seconds(str(spec.get("renewTime") or ""))
+        duration = float(spec.get("leaseDurationSeconds") or 0)
+        if renewed is None or self.clock.now() - renewed > duration:
+            raise Violation("lease-fresh", f"the node's lease was renewed at {spec.get('renewTime')} "
+                                           f"(duration {duration:.0f} s), the API has been reachable since "
+                                           f"{self.api.reachable_since:.1f}, now {now:.1f}")
+
     def check_clean(self) -> None:
         left = [p["metadata"]["name"] for p in self.api.pods().values()]
         if left:
             raise Violation("final-delete", f"pods left in the API after quiescence: {left}")
+
+
+def _seconds(micro_time: str) -> float | None:
+    try:
+        return datetime.datetime.strptime(micro_time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def summary(status: Json) -> tuple[Any, ...]:

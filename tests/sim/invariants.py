@@ -41,6 +41,8 @@ INVARIANTS: dict[str, str] = {
                     "grace + 210 s, counted from when the API is back if it was unreachable meanwhile",
     "api-converges": "while the API is reachable, its status of each pod (phase, container states, restart "
                      "counts) equals the agent's within 120 s",
+    "lease-fresh": "once the API and the agent's heartbeat have run 20 s, the node's Lease is never older than its "
+                   "leaseDurationSeconds (the node controller would mark the node NotReady)",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",
