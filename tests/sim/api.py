@@ -17,6 +17,7 @@ import json
 import random
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from fractions import Fraction
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -30,6 +31,10 @@ from minikubelet.kubeapi.kubeconfig import ClientConfig
 from minikubelet.kubeapi.rest import RestClient
 from minikubelet.kubeapi.transport import Response, Transport
 from minikubelet.node.lease import NodeLease
+from minikubelet.node.machine import MachineInfo
+from minikubelet.node.registration import NodeRegistration, initial_node
+from minikubelet.node.status import NodeStatusInputs
+from minikubelet.node.status_updater import NodeStatusUpdater
 from minikubelet.sources.apiserver import ApiserverPodSource
 from minikubelet.status.api_sync import PodStatusSync
 from minikubelet.worker.lifecycle import PodLifecycle
@@ -70,7 +75,6 @@ class SimApi:
         with self.deterministic():
             self.store = Store(history=HISTORY)
             self.registry = Registry(self.store, b"sim-ca")
-            self.registry.create(ADMIN, resource("nodes"), "", {"metadata": {"name": NODE}}, "/api/v1/nodes")
         self.authorizer = Authorizer(self.store)
         self.down = 0  # outages under way: connections refused
         self.hung = 0  # hangs under way: requests wait
@@ -325,7 +329,8 @@ class SimClient(RestClient):
 
 class ApiAgent:
     """The agent's API half as services/api_pods.py wires it: the API pod source (list + watch into the source
-    merge), the status manager's API sync (PATCH status, the final DELETE) and the node's Lease heartbeat."""
+    merge), the status manager's API sync (PATCH status, the final DELETE), and as the join wires them the
+    node's registration and status updates and its Lease heartbeat."""
 
     def __init__(self, api: SimApi, clock: FakeClock, statuses: Any, workers: Any, max_pods: int,
                  set_source_pods: Callable[[str, list[Pod]], None]) -> None:
@@ -335,6 +340,18 @@ class ApiAgent:
         self.status_sync = PodStatusSync(self.client, clock, statuses, self.terminated,
                                          source_pod=lambda pod: self.source.pod(podview.uid(pod)))
         self.lease = NodeLease(self.client, clock, NODE)
+        self.registration = NodeRegistration(self.client, clock, NODE, self._node)
+        self.node_status = NodeStatusUpdater(self.client, clock, self.registration, self._inputs)
+        self._max_pods = max_pods
+
+    async def _node(self) -> Json:
+        return initial_node(NODE, {}, ())
+
+    async def _inputs(self) -> NodeStatusInputs:
+        return NodeStatusInputs(hostname=NODE, node_ip="10.0.0.1", machine=MachineInfo(), capacity={
+            "cpu": Fraction(2), "memory": Fraction(4 << 30), "ephemeral-storage": Fraction(20 << 30),
+            "pods": Fraction(self._max_pods)}, reservation={}, runtime_type="fake", runtime_version="0.1.0",
+            kubelet_version="v1.36.0")
 
     def terminated(self, uid: str) -> bool:
         """agent._pod_terminated: nothing of the pod can run any more."""

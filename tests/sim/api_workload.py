@@ -32,6 +32,8 @@ Json = dict[str, Any]
 FINAL_DELETE_BOUND = DELETE_BOUND + 30.0  # a deleted pod's worker is done within DELETE_BOUND; then the sync period
 CONVERGE_BOUND = 120.0
 LEASE_SETTLE = 20.0  # after the API is back (or the heartbeat starts) the lease is renewed within this
+NODE_STATUS_SETTLE = 60.0  # ... and the Node registered and its status reported
+NODE_STATUS_AGE = 1.5 * 300.0 + 30.0  # nodeStatusReportFrequency, jittered by up to half of it, + a bound
 SLOW_FOR = 120.0
 API_SHARE = 0.35  # the chance an API event comes before each of the node's events
 WEIGHTS: dict[str, int] = {"api-create": 30, "api-delete": 16, "api-force": 5, "api-evict": 4, "api-down": 4,
@@ -96,8 +98,8 @@ class ApiWorld:
             self.lease_started = self.clock.monotonic()
             await agent.lease.run()
 
-        node.loops += [("api-pods", agent.source.run), ("pod-status-sync", agent.status_sync.run),
-                       ("node-lease", heartbeat)]
+        node.loops += [("node-status", agent.node_status.run), ("api-pods", agent.source.run),
+                       ("pod-status-sync", agent.status_sync.run), ("node-lease", heartbeat)]
         node.sources_seen = lambda: agent.source.seen
         self.agent = agent
         self.agent_started = self.clock.monotonic()
@@ -191,7 +193,11 @@ class ApiWorld:
 
     def _check_lease(self, now: float) -> None:
         started = self.lease_started
-        if started is None or now - max(started, self.api.reachable_since) <= LEASE_SETTLE:
+        if started is None:
+            return
+        if now - max(started, self.api.reachable_since) > NODE_STATUS_SETTLE:
+            self._check_node_status()
+        if now - max(started, self.api.reachable_since) <= LEASE_SETTLE:
             return
         lease = self.api.store.get("leases", "kube-node-lease", NODE)
         spec = (lease or {}).get("spec") or {}
@@ -202,15 +208,24 @@ class ApiWorld:
                                            f"(duration {duration:.0f} s), the API has been reachable since "
                                            f"{self.api.reachable_since:.1f}, now {now:.1f}")
 
+    def _check_node_status(self) -> None:
+        node = self.api.store.get("nodes", "", NODE)
+        ready = next((c for c in ((node or {}).get("status") or {}).get("conditions") or []
+                      if c.get("type") == "Ready"), None)
+        beat = _seconds(str((ready or {}).get("lastHeartbeatTime") or ""), "%Y-%m-%dT%H:%M:%SZ")
+        if beat is None or self.clock.now() - beat > NODE_STATUS_AGE:
+            raise Violation("node-status-fresh", f"the Node's Ready condition: {ready} (node registered: "
+                                                 f"{node is not None}), at {self.clock.monotonic():.1f}")
+
     def check_clean(self) -> None:
         left = [p["metadata"]["name"] for p in self.api.pods().values()]
         if left:
             raise Violation("final-delete", f"pods left in the API after quiescence: {left}")
 
 
-def _seconds(micro_time: str) -> float | None:
+def _seconds(text: str, fmt: str = "%Y-%m-%dT%H:%M:%S.%fZ") -> float | None:
     try:
-        return datetime.datetime.strptime(micro_time, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=datetime.UTC).timestamp()
+        return datetime.datetime.strptime(text, fmt).replace(tzinfo=datetime.UTC).timestamp()
     except ValueError:
         return None
 

@@ -43,6 +43,8 @@ INVARIANTS: dict[str, str] = {
                      "counts) equals the agent's within 120 s",
     "lease-fresh": "once the API and the agent's heartbeat have run 20 s, the node's Lease is never older than its "
                    "leaseDurationSeconds (the node controller would mark the node NotReady)",
+    "node-status-fresh": "once the API and the agent have run 60 s, the Node is registered and its Ready "
+                         "condition's heartbeat is no older than 1.5 x nodeStatusReportFrequency + 30 s",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",
