@@ -85,6 +85,7 @@ class SimApi:
         self.streams: set[_Stream] = set()
         self.reachable_since = 0.0  # monotonic: the API has answered since then without a fault
         self.requests = 0
+        self.expired = 0  # watches answered 410 Gone
 
     # -- time and ids from the simulation ----------------------------------------------------------------
     @contextlib.contextmanager
@@ -135,9 +136,18 @@ class SimApi:
             self.reachable_since = self.clock.monotonic()
 
     def gone(self) -> None:
-        """The watch cache's history is compacted and every watch cut: a resume gets 410 Gone, then relists."""
-        self.store.compact()
+        """Every watch is cut, the cluster moves on (a write elsewhere) and the watch cache's history is compacted:
+        the resume from the last resourceVersion the agent saw gets 410 Gone, and the source relists."""
         self.cut_watches()
+        with self.deterministic():
+            tick = self.store.get("configmaps", "kube-system", "sim-tick")
+            if tick is None:
+                self.store.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                    "name": "sim-tick", "namespace": "kube-system"}, "data": {"n": "0"}})
+            else:
+                tick["data"] = {"n": str(int(tick["data"]["n"]) + 1)}
+                self.store.update("configmaps", tick)
+        self.store.compact()
 
     def cut_watches(self) -> None:
         for s in list(self.streams):
@@ -217,6 +227,7 @@ class SimApi:
                 for change in self.store.changes_since(int(rv)):
                     w.offer(change)
         except TooOld as e:
+            self.expired += 1
             first = [dumps({"type": "ERROR", "object": errors.expired(str(e)).body}) + b"\n"]
             return 200, b"".join(first), None
         self.store.watches.add(w)

@@ -188,8 +188,9 @@ class ApiWorld:
             self._check_lease(now)
         else:
             self.differs.clear()
-        return str(sorted((p["metadata"]["name"], (p.get("status") or {}).get("phase"),
+        pods = str(sorted((p["metadata"]["name"], (p.get("status") or {}).get("phase"),
                            bool(p["metadata"].get("deletionTimestamp"))) for p in stored.values()))
+        return f"{pods} 410s={api.expired}"
 
     def _check_lease(self, now: float) -> None:
         started = self.lease_started

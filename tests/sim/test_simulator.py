@@ -77,5 +77,5 @@ def test_an_api_pod_deleted_under_an_api_fault_is_deleted_for_good(fault: Event)
                         Event("wait", 0, 0, 150.0)])
     assert out.violation is None, out.violation
     lines = [line for line in out.log if not line.startswith("Event(")]
-    assert lines[0].endswith("[('a0', 'Running', False)]"), lines[0]
-    assert lines[3].endswith(" []"), lines[3]  # gone from the API after the last event's 150 s
+    assert lines[0].endswith("[('a0', 'Running', False)] 410s=0"), lines[0]
+    assert lines[3].endswith(f" [] 410s={int(fault.kind == 'api-gone')}"), lines[3]  # gone after the last 150 s
