@@ -31,6 +31,7 @@ from minikubelet.kubeapi.kubeconfig import ClientConfig
 from minikubelet.kubeapi.rest import RestClient
 from minikubelet.kubeapi.transport import Response, Transport
 from minikubelet.node.lease import NodeLease
+from minikubelet.node.lister import NodeLister
 from minikubelet.node.machine import MachineInfo
 from minikubelet.node.registration import NodeRegistration, initial_node
 from minikubelet.node.status import NodeStatusInputs
@@ -178,7 +179,9 @@ class SimApi:
         res, ns, name = info.res, info.namespace, info.name
         match, fields = selectors.field_selector(res.plural, query.get("fieldSelector", "")) \
             if info.verb == "list" else ((lambda _o: True), {})
-        self.authorize(Attributes(user, info.verb, path, res.plural, info.sub, res.group, ns, name, fields))
+        # a list names its object through the field selector, as the server's dispatch reads it
+        self.authorize(Attributes(user, info.verb, path, res.plural, info.sub, res.group, ns,
+                                  name or fields.get("metadata.name", ""), fields))
         reg = self.registry
         if info.verb == "get":
             return 200, reg.get(res, ns, name)
@@ -212,7 +215,7 @@ class SimApi:
                 raise errors.bad_request("not a watch")
             match, fields = selectors.field_selector(info.res.plural, query.get("fieldSelector", ""))
             self.authorize(Attributes(user, "watch", path, info.res.plural, "", info.res.group, info.namespace,
-                                      "", fields))
+                                      fields.get("metadata.name", ""), fields))
         except errors.ApiError as e:
             return e.code, dumps(e.body), None
         rv = query.get("resourceVersion", "")
@@ -355,7 +358,14 @@ class ApiAgent:
         self.lease = NodeLease(self.client, clock, NODE)
         self.registration = NodeRegistration(self.client, clock, NODE, self._node)
         self.node_status = NodeStatusUpdater(self.client, clock, self.registration, self._inputs)
+        self.node_lister = NodeLister(self.client, NODE, clock)
+        self.node_status.cached = self.node_lister.current_object  # the status update's first read (as upstream)
         self._max_pods = max_pods
+
+    async def run_source(self) -> None:
+        """As ApiPods: the pods are watched once the node's own object has synced."""
+        await self.node_lister.synced.wait()
+        await self.source.run()
 
     async def _node(self) -> Json:
         return initial_node(NODE, {}, ())

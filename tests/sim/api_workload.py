@@ -98,7 +98,8 @@ class ApiWorld:
             self.lease_started = self.clock.monotonic()
             await agent.lease.run()
 
-        node.loops += [("node-status", agent.node_status.run), ("api-pods", agent.source.run),
+        node.loops += [("node-status", agent.node_status.run), ("node-lister", agent.node_lister.run),
+                       ("api-pods", agent.run_source),
                        ("pod-status-sync", agent.status_sync.run), ("node-lease", heartbeat)]
         node.sources_seen = lambda: agent.source.seen
         self.agent = agent
