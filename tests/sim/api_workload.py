@@ -162,8 +162,8 @@ class ApiWorld:
         if node.orphans_pending:
             # until the API source has listed since the agent's start, runtime pods no worker owns are not known to
             # be orphans (upstream HandlePodCleanups waits for sourcesReady): a deleted pod's leftovers wait too
-            for dl in self.checker.deletions.values():
-                dl.deadline = max(dl.deadline, now + DELETE_BOUND)
+            for pending in self.checker.deletions.values():
+                pending.deadline = max(pending.deadline, now + DELETE_BOUND)
         reachable = api.reachable
         for uid, d in list(self.deleted.items()):
             if uid not in stored:
