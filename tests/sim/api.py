@@ -288,8 +288,14 @@ class _Stream:
             yield dumps({"type": kind, "object": obj}) + b"\n"
         if clock.monotonic() < self.deadline:
             raise TimeoutError  # the client's idle timeout
-        # the server ends the watch at its timeout, with a bookmark of where it got to
-        yield dumps(bookmark(PODS, self.api.store.rv)) + b"\n"
+        # the server ends the watch at its timeout, with a bookmark of where it got to: after the events still
+        # queued (a bookmark past an undelivered event would lose it for good)
+        while not self.w.queue.empty():
+            left: Any = self.w.queue.get_nowait()  # stamped by _Stamped
+            if left is None:
+                raise ConnectionResetError("watch connection cut (simulated)")
+            yield dumps({"type": left[1], "object": left[2]}) + b"\n"
+        yield dumps(bookmark(resource(self.w.resource), self.api.store.rv)) + b"\n"
 
 
 class _SimResponse(Response):
