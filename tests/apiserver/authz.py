@@ -142,13 +142,16 @@ class Authorizer:
     def _graph(self, node: str, a: Attributes) -> tuple[bool, bool, str]:
         if not a.name:
             return True, False, "No Object name found"
+        if a.resource == "pods":  # the pod's own edge to its node: only the named pod is read
+            named = self.store.get("pods", a.namespace, a.name)
+            if named is not None and (named.get("spec") or {}).get("nodeName") == node:
+                return True, True, ""
+            return True, False, f"no relationship found between node '{node}' and this object"
         for pod in self.store.list_objects("pods", a.namespace or None):
             if (pod.get("spec") or {}).get("nodeName") != node:
                 continue
-            if a.resource == "pods" and pod["metadata"]["name"] == a.name:
-                return True, True, ""
             refs = pod_references(pod)
-            if a.resource != "pods" and a.name in refs.get(a.resource, set()):
+            if a.name in refs.get(a.resource, set()):
                 return True, True, ""
             if a.resource == "persistentvolumes" and a.name in self._volumes_of(pod, refs):
                 return True, True, ""

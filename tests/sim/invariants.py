@@ -50,6 +50,14 @@ INVARIANTS: dict[str, str] = {
                          "Succeeded if every container exited 0",
     "shutdown-order": "in a node shutdown, a pod of a higher priority group is asked to stop only once every pod of "
                       "each lower group has stopped or that group's grace has passed",
+    "final-delete": "every pod deleted through the API is gone from the API (the agent's final DELETE) within its "
+                    "grace + 210 s, counted from when the API is back if it was unreachable meanwhile",
+    "api-converges": "while the API is reachable, its status of each pod (phase, container states, restart "
+                     "counts) equals the agent's within 120 s",
+    "lease-fresh": "once the API and the agent's heartbeat have run 20 s, the node's Lease is never older than its "
+                   "leaseDurationSeconds (the node controller would mark the node NotReady)",
+    "node-status-fresh": "once the API and the agent have run 60 s, the Node is registered and its Ready "
+                         "condition's heartbeat is no older than 1.5 x nodeStatusReportFrequency + 30 s",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",

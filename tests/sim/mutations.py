@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from minikubelet.base.podview import PodView
+from minikubelet.base import podview
+from minikubelet.base.podview import Pod, PodView
+from minikubelet.status.api_sync import PodStatusSync
 from minikubelet.worker.backoff import Backoff
 from minikubelet.worker.sync import PodSyncer
 
@@ -29,7 +31,24 @@ def _stuck_never_started() -> None:
     PodSyncer.cleanup = mutated  # type: ignore[method-assign]
 
 
-MUTATIONS: dict[str, Callable[[], None]] = {"no-backoff": _no_backoff, "stuck-never-started": _stuck_never_started}
+def _no_final_delete_never_started() -> None:
+    """A pod deleted through the API none of whose containers ever started is never deleted for good: the status
+    sync skips its final DELETE (the pod stays Terminating in the API, issue 32's example)."""
+    final_delete = PodStatusSync._final_delete
+
+    async def mutated(self: PodStatusSync, path: str, pod: Pod, api_uid: str) -> None:
+        entry = self.statuses.get(podview.uid(pod))
+        statuses = (entry.status.get("containerStatuses") or []) if entry is not None else []
+        if not any((cs.get("state") or {}).get("running") or ((cs.get("state") or {}).get("terminated") or {}).get(
+                "startedAt") or (cs.get("lastState") or {}).get("terminated") for cs in statuses):
+            return
+        await final_delete(self, path, pod, api_uid)
+
+    PodStatusSync._final_delete = mutated  # type: ignore[method-assign]
+
+
+MUTATIONS: dict[str, Callable[[], None]] = {"no-backoff": _no_backoff, "stuck-never-started": _stuck_never_started,
+                                            "no-final-delete-never-started": _no_final_delete_never_started}
 
 
 def apply(name: str) -> None:

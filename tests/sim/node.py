@@ -52,6 +52,9 @@ from tests.unit.volumes.fake_mounter import FakeMounter
 ORPHAN_SWEEP_PERIOD = 60.0  # services/housekeeping.py
 FILE_SOURCE = "file"
 SOURCES = (FILE_SOURCE, "api")
+# the shapes' scripted API pods (annotated `api`: not static, evictable) enter the merge under a source name of
+# their own, so their snapshot never replaces the real API source's (tests/sim/api.py), which is `api`
+SCRIPTED_API_SOURCE = "api-scripted"
 
 
 def _source(pod: Pod) -> str:
@@ -84,6 +87,15 @@ class SimNode:
         self.syncer.container_id_scheme = runtime.runtime_version.container_id_scheme
         self._on_finished = on_finished
         self.workers = PodWorkers(self._worker, on_finished=self._finished)
+        self.admitted: set[str] = set()  # pods the pod manager admitted: their worker started without a kill
+        start = self.workers.update_pod
+
+        def update_pod(pod: Pod, kill: KillPodOptions | None = None, adopted: bool = False) -> PodWorker:
+            if kill is None and not adopted and podview.uid(pod) not in self.workers:
+                self.admitted.add(podview.uid(pod))
+            return start(pod, kill, adopted)
+
+        self.workers.update_pod = update_pod  # type: ignore[method-assign]
         self.gc = ContainerGC(runtime, clock, containers.logs, self.workers.uids)
         self._preempted = preempted
         node = initial_node("node-1", {}, (), {"cpu": ALLOCATABLE_CPU, "memory": ALLOCATABLE_MEMORY,
@@ -100,6 +112,11 @@ class SimNode:
         self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._tasks: list[asyncio.Task[None]] = []
         self.started = False
+        # the API half (tests/sim/api.py): its loops start with the sources; runtime pods are orphans only once
+        # every source has answered (the agent's housekeeping.stop_orphans_once_sources_seen)
+        self.loops: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
+        self.sources_seen: Callable[[], bool] = lambda: True
+        self.orphans_pending = True
 
     def _worker(self, pod: Pod, adopted: bool) -> PodWorker:
         return PodWorker(pod, self.syncer, self.clock, self.metrics, resync_period=10.0, adopted=adopted)
@@ -130,17 +147,25 @@ class SimNode:
         self._spawn("pleg-events", self.pleg.run_events())
         self.started = True
         self.set_pods(pods())
-        self.manager.adopt_orphans(self.pleg.runtime_uids)
+        for name, loop in self.loops:
+            self._spawn(name, loop())
+        self.stop_orphans_once_sources_seen()
         self._spawn("container-gc", self.gc.run())
         self._spawn("eviction-manager", self.eviction.run())
         self._spawn("orphan-sweep", self._orphan_sweep())
         self._spawn("housekeeping", self._housekeeping())
 
+    def stop_orphans_once_sources_seen(self) -> None:
+        if self.started and self.orphans_pending and self.sources_seen():
+            self.orphans_pending = False
+            self.manager.adopt_orphans(self.pleg.runtime_uids)
+
     def set_pods(self, pods: list[Pod]) -> None:
         """Each pod to the source its config.source annotation names (a static file, or the API)."""
         if self.started:
             for source in SOURCES:
-                self.config.set_source_pods(source, [p for p in pods if _source(p) == source])
+                self.config.set_source_pods(SCRIPTED_API_SOURCE if source == "api" else source,
+                                            [p for p in pods if _source(p) == source])
 
     def sweep_orphans(self) -> None:
         known = set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())
@@ -149,14 +174,16 @@ class SimNode:
     async def _orphan_sweep(self) -> None:
         while True:
             await self.clock.sleep(ORPHAN_SWEEP_PERIOD)
-            self.sweep_orphans()
+            if not self.orphans_pending:
+                self.sweep_orphans()
 
     async def _housekeeping(self) -> None:
         while True:
             await self.clock.sleep(2.0)
             self.container_backoff.gc()
             self.manager.restart_unknown()
-            self.manager.kill_running_orphans(self.pleg.runtime_uids, self.pleg.running_uids, self.pleg.listed_from)
+            if not self.orphans_pending:
+                self.manager.kill_running_orphans(self.pleg.runtime_uids, self.pleg.running_uids, self.pleg.listed_from)
 
     async def crash(self) -> None:
         """kill -9: every task ends where it is; nothing is cleaned up."""

@@ -17,6 +17,7 @@ from cri.types import ContainerState
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
+from tests.sim.api_workload import ApiWorld
 from tests.sim.invariants import Checker, SimRuntime, Violation
 from tests.sim.loop import Blocked, Livelock, Scheduler, SimLoop
 from tests.sim.node import SimNode
@@ -89,11 +90,14 @@ class Sim:
         self.mounter = FakeMounter()  # the machine's mounts outlive the agent
         self.trace: list[str] = []
         self.starting: asyncio.Task[None] | None = None
+        self.api = ApiWorld(self.clock, seed, self.checker)  # the API server and the pods created through it
 
     def _new_node(self) -> SimNode:
-        return SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
+        node = SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
                        machine=self.machine, evicted=self._evicted,
                        preempted=lambda p: self.shapes.evict(p, "preempted"), shutdown_order=self.shutdown_order)
+        self.api.attach(node, MAX_PODS)
+        return node
 
     def _evicted(self, pod: Pod) -> None:
         node = self.node
@@ -163,6 +167,8 @@ class Sim:
             node.shutdown.shutting_down = True
             self.shutting_down = asyncio.get_running_loop().create_task(node.shutdown.process_shutdown(),
                                                                         name="node-shutdown")
+        elif ev.kind.startswith("api-"):
+            self.api.apply(ev)
 
     def _probed(self) -> list[str]:
         """Running containers with a liveness probe."""
@@ -210,10 +216,10 @@ class Sim:
         assert node is not None
         statuses = [(podview.uid(e.pod), e.status) for e in node.statuses.statuses()]
         workers = set(node.workers.uids())
-        # a rejected pod's worker only stops what it ran before an agent restart: active (upstream counts a pod
-        # whose termination is under way), never admitted
+        # a rejected pod's worker only stops what it ran before an agent restart, and a pod deleted before this agent
+        # saw it is only stopped: active (upstream counts a pod whose termination is under way), never admitted
         admitted = sum(1 for p in node.manager.active_pods()
-                       if podview.uid(p) in workers and podview.uid(p) not in node.manager._rejected)
+                       if podview.uid(p) in workers and podview.uid(p) in node.admitted)
         self.checker.check(statuses, workers, admitted)
         if self.shutdown_order.violation is not None:
             raise self.shutdown_order.violation
@@ -221,15 +227,16 @@ class Sim:
                    if (w := node.workers.get(podview.uid(p))) is not None and not w.terminating
                    and podview.uid(p) not in node.manager._rejected]
         self.shapes.check(dict(statuses), running)
+        api = self.api.check(node)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
-                          f"{sorted((u, s.get('phase')) for u, s in statuses)}")
+                          f"{sorted((u, s.get('phase')) for u, s in statuses)} {api}")
 
     def _clean(self, node: SimNode) -> bool:
         try:
             self.checker.check_clean(self.root, set(node.workers.uids()), len(node.statuses.statuses()))
         except Violation:
             return False
-        return not self.mounter.mounted
+        return not self.mounter.mounted and not self.api.api.pods()
 
     async def quiesce(self, sched: Scheduler) -> None:
         """Faults stop, every pod is deleted; then nothing of them may be left."""
@@ -243,6 +250,7 @@ class Sim:
             self.checker.deleted(uid, float((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 0))
         self.wanted.clear()
         node.set_pods([])
+        self.api.quiesce()
         t, clean_since = 0.0, -1.0
         while t < QUIESCE:
             await sched.run_for(QUIESCE_STEP)
@@ -257,6 +265,7 @@ class Sim:
             elif t - clean_since >= QUIESCE_CLEAN:
                 break
         node.sweep_orphans()
+        self.api.check_clean()
         self.checker.check_clean(self.root, set(node.workers.uids()), len(node.statuses.statuses()))
         if self.mounter.mounted:
             raise Violation("quiescence-clean", f"tmpfs volumes still mounted: {self.mounter.mounted[:3]}")

@@ -85,7 +85,8 @@ def test_a_pod_deleted_during_a_hung_start_is_finished() -> None:
 
 
 @pytest.mark.parametrize(("mutation", "invariant"), [("stuck-never-started", "deleted-pod-finishes"),
-                                                     ("no-backoff", "")])
+                                                     ("no-backoff", ""),
+                                                     ("no-final-delete-never-started", "final-delete")])
 def test_the_simulator_finds_a_bug_put_in_on_purpose(mutation: str, invariant: str) -> None:
     r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--mutate", mutation, "--stop-on-failure")
     assert r.returncode == 1, r.stdout + r.stderr
@@ -108,3 +109,18 @@ def test_pods_reach_the_agent_only_once_it_has_started() -> None:
               Event("create", 14128, 0, 10.0)]
     out = run_trace(111, events)
     assert out.violation is None, out.violation
+
+
+@pytest.mark.parametrize("fault", [Event("api-down", 0, 90, 1.0), Event("api-hang", 0, 40, 1.0),
+                                   Event("api-gone", 0, 0, 1.0), Event("api-conflict", 0, 3, 1.0),
+                                   Event("api-slow", 0, 10, 1.0)])
+def test_an_api_pod_deleted_under_an_api_fault_is_deleted_for_good(fault: Event) -> None:
+    # shape 18: one container that runs until stopped, grace 5 s. The pod runs, is deleted through the API under
+    # the fault, and the agent's final DELETE removes it from the API once the fault is over.
+    out = run_trace(3, [Event("api-create", 18, 0, 20.0), fault, Event("api-delete", 0, 0, 5.0),
+                        Event("wait", 0, 0, 150.0)])
+    assert out.violation is None, out.violation
+    lines = [line for line in out.log if not line.startswith("Event(")]
+    assert lines[0].endswith("[('a0', 'Running', False)] 410s=0"), lines[0]
+    # gone after the last 150 s; after api-gone both watches (the pods', the node lister's) got 410 and relisted
+    assert lines[3].endswith(f" [] 410s={2 * (fault.kind == 'api-gone')}"), lines[3]

@@ -70,7 +70,9 @@ def generate(seed: int, steps: int) -> list[Event]:
         else:
             b = 0
         out.append(Event(kind, rng.randrange(1 << 16), b, dt))
-    return out
+    from tests.sim.api_workload import mix  # pods through the API and its faults, from a random stream of their own
+
+    return mix(seed, out)
 
 
 def pod_for(n: int, shape: int, decorated: bool = False) -> Pod:

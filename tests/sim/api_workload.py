@@ -1,0 +1,247 @@
+"""Pods through the API server and the API's faults: the events a seed mixes into its trace (with a random stream
+of their own, so the node's events stay as `workload.generate` draws them), how they are applied, and the API's
+invariants (`final-delete`, `api-converges`), checked after every step.
+
+    api-create   an admin creates pod `a<n>` bound to the node (`a` draws its shape, as `create` does)
+    api-delete   an admin deletes one (graceful: its own grace period)
+    api-force    ... with gracePeriodSeconds 0 (the object is gone at once; the agent only sees it vanish)
+    api-evict    ... through the Eviction API (DisruptionTarget, then the graceful delete)
+    api-down     the API server refuses connections for `b` s (open watches are cut)
+    api-hang     the API server answers nothing for `b` s (the client's timeouts fire)
+    api-gone     the watch cache is compacted and the watches cut: the resume gets 410 Gone, the source relists
+    api-conflict the next `b` pod status writes are answered 409 Conflict
+    api-slow     watch events arrive `b` s late for the next 120 s
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from minikubelet.base import podview
+from minikubelet.base.clock import FakeClock
+from tests.sim.api import ADMIN, NODE, ApiAgent, SimApi
+from tests.sim.invariants import DELETE_BOUND, Checker, Violation
+from tests.sim.node import SimNode
+from tests.sim.workload import NAMES, Event, pod_for
+
+Json = dict[str, Any]
+FINAL_DELETE_BOUND = DELETE_BOUND + 30.0  # a deleted pod's worker is done within DELETE_BOUND; then the sync period
+CONVERGE_BOUND = 120.0
+LEASE_SETTLE = 20.0  # after the API is back (or the heartbeat starts) the lease is renewed within this
+NODE_STATUS_SETTLE = 60.0  # ... and the Node registered and its status reported
+NODE_STATUS_AGE = 1.5 * 300.0 + 30.0  # nodeStatusReportFrequency, jittered by up to half of it, + a bound
+SLOW_FOR = 120.0
+API_SHARE = 0.35  # the chance an API event comes before each of the node's events
+WEIGHTS: dict[str, int] = {"api-create": 30, "api-delete": 16, "api-force": 5, "api-evict": 4, "api-down": 4,
+                           "api-hang": 3, "api-gone": 4, "api-conflict": 5, "api-slow": 3}
+_KINDS = list(WEIGHTS)
+_CUM = [sum(list(WEIGHTS.values())[: i + 1]) for i in range(len(WEIGHTS))]
+_B = {"api-down": (5, 30, 90), "api-hang": (5, 40), "api-conflict": (1, 3), "api-slow": (2, 10)}
+
+
+def mix(seed: int, events: list[Event]) -> list[Event]:
+    """`events` with the seed's API events put in between."""
+    rng = random.Random(seed * 7919 + 32)
+    out: list[Event] = []
+    for ev in events:
+        if rng.random() < API_SHARE:
+            kind = rng.choices(_KINDS, cum_weights=_CUM)[0]
+            b = rng.choice(_B.get(kind, (0,)))
+            out.append(Event(kind, rng.randrange(1 << 16), b, rng.choice((0.0, 0.5, 2.0, 10.0))))
+        out.append(ev)
+    return out
+
+
+def api_pod(n: int, shape: int) -> Json:
+    """API pod number `n`: the shape `create` draws, bound to the node, without the file source's fields."""
+    pod = pod_for(n, shape)
+    md = pod["metadata"]
+    spec = dict(pod["spec"])
+    spec["nodeName"] = NODE
+    spec["automountServiceAccountToken"] = False
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"a{n % NAMES}", "namespace": md["namespace"]},
+            "spec": spec}
+
+
+@dataclass
+class _Deleted:
+    at: float  # monotonic
+    grace: float
+
+
+class ApiWorld:
+    """The API server of a run, the events on it, and its invariants."""
+
+    def __init__(self, clock: FakeClock, seed: int, checker: Checker) -> None:
+        self.clock = clock
+        self.api = SimApi(clock, seed)
+        self.checker = checker
+        self.created = 0
+        self.agent: ApiAgent | None = None
+        self.agent_started = 0.0
+        self.deleted: dict[str, _Deleted] = {}  # uid -> when it was deleted through the API, until it is gone
+        self.differs: dict[str, float] = {}  # uid -> since when the API's status differs from the agent's
+        self.lease_started: float | None = None  # monotonic: the agent's heartbeat loop began
+
+    def attach(self, node: SimNode, max_pods: int) -> None:
+        """A (new) agent's API half on `node`."""
+        def set_source_pods(source: str, pods: list[Any]) -> None:
+            node.config.set_source_pods(source, pods)
+            node.stop_orphans_once_sources_seen()
+
+        agent = ApiAgent(self.api, self.clock, node.statuses, node.workers, max_pods, set_source_pods)
+        async def heartbeat() -> None:
+            self.lease_started = self.clock.monotonic()
+            await agent.lease.run()
+
+        node.loops += [("node-status", agent.node_status.run), ("node-lister", agent.node_lister.run),
+                       ("api-pods", agent.run_source),
+                       ("pod-status-sync", agent.status_sync.run), ("node-lease", heartbeat)]
+        node.sources_seen = lambda: agent.source.seen
+        self.agent = agent
+        self.agent_started = self.clock.monotonic()
+        self.lease_started = None
+        self.differs.clear()
+
+    # -- events ----------------------------------------------------------------------------------------------
+    def apply(self, ev: Event) -> None:
+        api = self.api
+        if ev.kind == "api-create":
+            n = self.created
+            self.created += 1
+            api.admin("POST", "/api/v1/namespaces/default/pods", api_pod(n, ev.a))
+        elif ev.kind in ("api-delete", "api-force", "api-evict") and (pods := self._live()):
+            pod = pods[ev.a % len(pods)]
+            self._delete(pod, ev.kind)
+        elif ev.kind in ("api-down", "api-hang"):
+            api.outage(float(ev.b), hang=ev.kind == "api-hang")
+        elif ev.kind == "api-gone":
+            api.gone()
+        elif ev.kind == "api-conflict":
+            api.conflicts += ev.b
+        elif ev.kind == "api-slow":
+            api.watch_delay = float(ev.b)
+            asyncio.get_running_loop().call_later(SLOW_FOR, self._fast)
+
+    def _fast(self) -> None:
+        self.api.watch_delay = 0.0
+
+    def _live(self) -> list[Json]:
+        return [p for _uid, p in sorted(self.api.pods().items()) if not p["metadata"].get("deletionTimestamp")]
+
+    def _delete(self, pod: Json, how: str) -> None:
+        md = pod["metadata"]
+        path = f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}"
+        uid = str(md["uid"])
+        grace = float(pod["spec"].get("terminationGracePeriodSeconds") or 0)
+        if how == "api-evict":
+            with self.api.deterministic():
+                self.api.registry.evict(ADMIN, md["namespace"], md["name"], {})
+        else:
+            self.api.admin("DELETE", path, {"gracePeriodSeconds": 0} if how == "api-force" else None)
+        self.deleted.setdefault(uid, _Deleted(self.clock.monotonic(), grace))
+        self.checker.deleted(uid, grace)
+
+    def quiesce(self) -> None:
+        """Faults stop; every API pod is deleted."""
+        self.api.conflicts = 0
+        self.api.watch_delay = 0.0
+        for pod in self._live():
+            self._delete(pod, "api-delete")
+
+    # -- invariants ------------------------------------------------------------------------------------------
+    def check(self, node: SimNode) -> str:
+        """`final-delete` and `api-converges`; returns the API's pods for the trace."""
+        api = self.api
+        now = self.clock.monotonic()
+        stored = api.pods()
+        if node.orphans_pending:
+            # until the API source has listed since the agent's start, runtime pods no worker owns are not known to
+            # be orphans (upstream HandlePodCleanups waits for sourcesReady): a deleted pod's leftovers wait too
+            for pending in self.checker.deletions.values():
+                pending.deadline = max(pending.deadline, now + DELETE_BOUND)
+        reachable = api.reachable
+        for uid, d in list(self.deleted.items()):
+            if uid not in stored:
+                del self.deleted[uid]
+                continue
+            # the agent learns of the deletion through the API: its worker's bound starts when the API is back
+            if api.reachable_since > d.at and (dl := self.checker.deletions.get(uid)) is not None:
+                dl.deadline = max(dl.deadline, api.reachable_since + d.grace + DELETE_BOUND)
+            deadline = max(d.at + d.grace, api.reachable_since) + FINAL_DELETE_BOUND
+            if reachable and now > deadline:
+                left = stored[uid]
+                raise Violation("final-delete", f"pod {left['metadata']['name']} ({uid}) deleted at {d.at:.1f} "
+                                                f"(grace {d.grace:.0f} s) is still in the API at {now:.1f}: phase "
+                                                f"{(left.get('status') or {}).get('phase')}")
+        if reachable:
+            since = max(api.reachable_since, self.agent_started)
+            for entry in node.statuses.statuses():
+                uid = podview.uid(entry.pod)
+                pod = stored.get(uid)
+                ours, theirs = summary(entry.status), summary((pod or {}).get("status") or {})
+                if pod is None or ours == theirs:
+                    self.differs.pop(uid, None)
+                    continue
+                first = self.differs.setdefault(uid, now)
+                if now - max(first, since) > CONVERGE_BOUND:
+                    raise Violation("api-converges", f"pod {uid}: the agent has {ours}, the API {theirs} since "
+                                                     f"{max(first, since):.1f} (now {now:.1f})")
+            self._check_lease(now)
+        else:
+            self.differs.clear()
+        pods = str(sorted((p["metadata"]["name"], (p.get("status") or {}).get("phase"),
+                           bool(p["metadata"].get("deletionTimestamp"))) for p in stored.values()))
+        return f"{pods} 410s={api.expired}"
+
+    def _check_lease(self, now: float) -> None:
+        started = self.lease_started
+        if started is None:
+            return
+        if now - max(started, self.api.reachable_since) > NODE_STATUS_SETTLE:
+            self._check_node_status()
+        if now - max(started, self.api.reachable_since) <= LEASE_SETTLE:
+            return
+        lease = self.api.store.get("leases", "kube-node-lease", NODE)
+        spec = (lease or {}).get("spec") or {}
+        renewed = _seconds(str(spec.get("renewTime") or ""))
+        duration = float(spec.get("leaseDurationSeconds") or 0)
+        if renewed is None or self.clock.now() - renewed > duration:
+            raise Violation("lease-fresh", f"the node's lease was renewed at {spec.get('renewTime')} "
+                                           f"(duration {duration:.0f} s), the API has been reachable since "
+                                           f"{self.api.reachable_since:.1f}, now {now:.1f}")
+
+    def _check_node_status(self) -> None:
+        node = self.api.store.get("nodes", "", NODE)
+        ready = next((c for c in ((node or {}).get("status") or {}).get("conditions") or []
+                      if c.get("type") == "Ready"), None)
+        beat = _seconds(str((ready or {}).get("lastHeartbeatTime") or ""), "%Y-%m-%dT%H:%M:%SZ")
+        if beat is None or self.clock.now() - beat > NODE_STATUS_AGE:
+            raise Violation("node-status-fresh", f"the Node's Ready condition: {ready} (node registered: "
+                                                 f"{node is not None}), at {self.clock.monotonic():.1f}")
+
+    def check_clean(self) -> None:
+        left = [p["metadata"]["name"] for p in self.api.pods().values()]
+        if left:
+            raise Violation("final-delete", f"pods left in the API after quiescence: {left}")
+
+
+def _seconds(text: str, fmt: str = "%Y-%m-%dT%H:%M:%S.%fZ") -> float | None:
+    try:
+        return datetime.datetime.strptime(text, fmt).replace(tzinfo=datetime.UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def summary(status: Json) -> tuple[Any, ...]:
+    """What `api-converges` compares: the phase, and each container's state and restart count."""
+    containers = []
+    for cs in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        state = cs.get("state") or {}
+        containers.append((str(cs.get("name")), next(iter(sorted(k for k, v in state.items() if v is not None)), ""),
+                           int(cs.get("restartCount") or 0)))
+    return status.get("phase"), tuple(sorted(containers))
