@@ -21,8 +21,9 @@ from tests.sim.workload import Event
 ROOT = Path(__file__).resolve().parents[2]
 # the CI range: what fits issue 32's 2 minutes on two processes of the 2-core CI machine (~200-250 ms of CPU a
 # seed of 100 steps when it is quiet; docs/testing.md has the numbers)
-CI_SEEDS = os.environ.get("MKL_SIM_SEEDS", "0:800")
+CI_SEEDS = os.environ.get("MKL_SIM_SEEDS", "0:300")
 CI_STEPS = int(os.environ.get("MKL_SIM_STEPS", "100"))
+KNOWN = ROOT / "tests/sim/known_failures.txt"
 
 
 def _sim(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -70,12 +71,12 @@ def test_tasks_ready_at_once_run_in_an_order_drawn_from_the_seed() -> None:
 
 
 def test_the_seeded_order_changes_runs_and_replays_the_same() -> None:
-    # seed 0's run depends on the order of the tasks ready at once (FIFO gives another trace); the seed's own order
+    # seed 4's run depends on the order of the tasks ready at once (FIFO gives another trace); the seed's own order
     # replays exactly
-    seeded = run_seed(0, 100)
+    seeded = run_seed(4, 100)
     assert seeded.violation is None, seeded.violation
-    assert run_seed(0, 100).log == seeded.log
-    assert run_seed(0, 100, seeded_order=False).digest != seeded.digest
+    assert run_seed(4, 100).log == seeded.log
+    assert run_seed(4, 100, seeded_order=False).digest != seeded.digest
 
 
 def test_a_pod_deleted_during_a_hung_start_is_finished() -> None:
@@ -88,7 +89,9 @@ def test_a_pod_deleted_during_a_hung_start_is_finished() -> None:
                                                      ("no-backoff", ""),
                                                      ("no-final-delete-never-started", "final-delete")])
 def test_the_simulator_finds_a_bug_put_in_on_purpose(mutation: str, invariant: str) -> None:
-    r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--mutate", mutation, "--stop-on-failure")
+    # the open findings are skipped as in the CI run: the first failure reported is the mutation's
+    r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--mutate", mutation, "--stop-on-failure",
+             "--known", str(KNOWN))
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAILED" in r.stdout and f"--mutate {mutation}" in r.stdout, r.stdout
     assert invariant in r.stdout
@@ -96,7 +99,7 @@ def test_the_simulator_finds_a_bug_put_in_on_purpose(mutation: str, invariant: s
 
 def test_ci_seeds_pass_every_invariant() -> None:
     # open findings are listed in known_failures.txt: each must still fail as listed, every other seed pass
-    r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--known", str(ROOT / "tests/sim/known_failures.txt"),
+    r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--known", str(KNOWN),
              timeout=600)
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
