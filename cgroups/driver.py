@@ -108,8 +108,8 @@ def write_file(path: Path, value: str) -> None:
         raise CgroupError(e.errno, f"writing {value!r} to {path}: {e.strerror}") from e
 
 
-def read_text(path: str | Path) -> str:
-    """A cgroup interface file's text: plain os.open/os.read, no buffered text layer (a stats pass reads ~7 files
+def read_bytes(path: str | Path) -> bytes:
+    """A kernel interface file's bytes: plain os.open/os.read, no buffered io layer (a stats pass reads ~7 files
     per cgroup, and Path.read_text's io stack cost 2-4x the read itself)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
@@ -118,7 +118,12 @@ def read_text(path: str | Path) -> str:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    return b"".join(chunks).decode()
+    return b"".join(chunks)
+
+
+def read_text(path: str | Path) -> str:
+    """A cgroup interface file's text (`read_bytes`)."""
+    return read_bytes(path).decode()
 
 
 def read_int(path: str | Path, default: int = 0) -> int:

@@ -161,3 +161,9 @@ def _remove_contents(parent_fd: int, name: str, dev: int) -> bool:
     finally:
         os.close(fd)
     return complete
+
+
+def unescape_mount_field(field: str) -> str:
+    """A path or device of a mount table (mounts, mountinfo): the kernel writes space, tab, newline and backslash
+    as \\ooo octal escapes."""
+    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="surrogateescape")

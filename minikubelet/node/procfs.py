@@ -9,6 +9,8 @@ import os
 import socket
 from pathlib import Path
 
+from minikubelet.base.safepath import unescape_mount_field
+
 PROC = Path("/proc")
 
 
@@ -28,11 +30,6 @@ def boot_time(proc: Path = PROC) -> float:
             if line.startswith("btime"):
                 return float(line.split()[1])
     raise ValueError(f"no btime in {proc / 'stat'}")
-
-
-def _unescape(field: str) -> str:
-    # the kernel writes space, tab, newline and backslash in the mount table as \ooo octal escapes
-    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="surrogateescape")
 
 
 def _root_device(proc: Path) -> str:
@@ -64,13 +61,13 @@ def mounts(proc: Path = PROC) -> list[tuple[str, str]]:
         fields = line.split()
         if len(fields) < 2:
             continue
-        device = _unescape(fields[0])
+        device = unescape_mount_field(fields[0])
         if device == "none":
             device = ""
         elif device in ("/dev/root", "rootfs"):
             root = _root_device(proc) if root is None else root
             device = root or device
-        table.append((device, _unescape(fields[1])))
+        table.append((device, unescape_mount_field(fields[1])))
     return table
 
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from minikubelet.base.safepath import unescape_mount_field
+
 MOUNTINFO = Path("/proc/self/mountinfo")
 MNT_DETACH = 2
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
@@ -30,11 +32,6 @@ class Mounter(Protocol):
     def mount_points(self) -> list[MountPoint]: ...
 
 
-def _unescape(field: str) -> str:
-    # the kernel writes space, tab, newline and backslash in paths as \ooo octal escapes
-    return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="surrogateescape")
-
-
 def parse_mountinfo(text: str) -> list[MountPoint]:
     """Mount points and filesystem types of /proc/<pid>/mountinfo (proc(5)); the fs type follows ' - '."""
     points = []
@@ -43,7 +40,7 @@ def parse_mountinfo(text: str) -> list[MountPoint]:
         fields = head.split()
         if not sep or len(fields) < 5 or not tail:
             continue
-        points.append(MountPoint(_unescape(fields[4]), tail.split()[0]))
+        points.append(MountPoint(unescape_mount_field(fields[4]), tail.split()[0]))
     return points
 
 
