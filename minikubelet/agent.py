@@ -16,7 +16,6 @@ from cri.streaming import StreamingRuntime
 from cri.timeouts import RequestTimeoutRuntime
 from minikubelet import __version__
 from minikubelet.base.clock import Clock, RealClock
-from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.cm.pod_cgroups import PodCgroups, build_pod_cgroups
@@ -28,7 +27,6 @@ from minikubelet.node.info import host_ip, node_name
 from minikubelet.node.labels import Node, initial_node
 from minikubelet.pod.manager import PodManager
 from minikubelet.pod.predicate import PredicateAdmitHandler
-from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
 from minikubelet.pod.security_admission import admit_handlers
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.server.app import KubeletServer
@@ -56,7 +54,7 @@ from minikubelet.worker.containers import Containers
 from minikubelet.worker.dependencies import CgroupSource, ProbeSource
 from minikubelet.worker.dns import DNSSettings
 from minikubelet.worker.images import ImagePuller
-from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
+from minikubelet.worker.lifecycle import PodLifecycle
 from minikubelet.worker.probe_results import ManagerProbeSource
 from minikubelet.worker.security_context import SecurityOptions
 from minikubelet.worker.sync import PodSyncer
@@ -129,7 +127,7 @@ class Agent:
         self.api_pods: ApiPods | None = None  # built after the registration (needs the join's client)
         self.shutdown = node_shutdown(config, clock, recorder, workers, lambda pods: pods_written(
             self.api_pods.status_sync.written if self.api_pods is not None else None, pods), metrics)
-        admit = PredicateAdmitHandler(self._admission_node, self._preempt, config.feature_gates, metrics)
+        admit = PredicateAdmitHandler(self._admission_node, config.feature_gates, metrics)
         # upstream adds the eviction manager's admit handler before the others
         self.manager = PodManager(workers, self.statuses, [
             self.eviction.manager, *admit_handlers(config, admit),
@@ -165,11 +163,6 @@ class Agent:
         """Joined: the Node as the API server has it; standalone, or before the first list: the node built locally."""
         known = self.api_pods.admission_node() if self.api_pods is not None else None
         return known if known is not None else self.node
-
-    def _preempt(self, pod: Pod) -> None:
-        """Evict a pod so that a critical pod fits (upstream CriticalPodAdmissionHandler's killPodFunc)."""
-        self.recorder.pod_event(pod, "Warning", PREEMPT_REASON, PREEMPT_MESSAGE)
-        self.workers.update_pod(pod, kill=KillPodOptions(status_fn=preempted_status_fn(rfc3339(self.clock.now()))))
 
     def _worker_finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)

@@ -31,7 +31,7 @@ from minikubelet.nodeshutdown.groups import (
 from minikubelet.nodeshutdown.logind import Logind, LogindError
 from minikubelet.nodeshutdown.state import ShutdownState
 from minikubelet.pod.admission import ADMIT, PodAdmitResult
-from minikubelet.worker.lifecycle import PodStatusFn
+from minikubelet.worker.lifecycle import PodStatusFn, kill_timeout
 
 log = logging.getLogger("minikubelet.nodeshutdown")
 
@@ -40,7 +40,6 @@ DBUS_RECONNECT_PERIOD = 1.0
 # upstream polls logind after its reload: 100 ms doubling, 5 attempts
 RELOAD_POLL_FIRST = 0.1
 RELOAD_POLL_STEPS = 5
-KILL_TIMEOUT_MIN = 10
 STATUS_POLL = 0.1
 
 KillPod = Callable[[Pod, int, PodStatusFn], asyncio.Event]
@@ -246,7 +245,7 @@ class NodeShutdownManager:
         log.info("Shutdown manager killing pod with gracePeriod",
                  extra={"kv": {"pod": podview.format_pod(pod), "gracePeriod": grace}})
         done = self.kill_pod(pod, grace, shutdown_status_fn(pod, rfc3339(self.clock.now())))
-        await sleep_until_woken(self.clock, max(grace + grace // 2, KILL_TIMEOUT_MIN), done)
+        await sleep_until_woken(self.clock, kill_timeout(grace), done)
         if done.is_set():
             log.info("Shutdown manager finished killing pod", extra={"kv": {"pod": podview.format_pod(pod)}})
         else:

@@ -6,7 +6,7 @@ Pure: handlers see the pod and the pods already admitted, never the runtime.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from minikubelet.base.podview import Pod
@@ -22,6 +22,9 @@ class PodAdmitResult:
     refetch_node: bool = field(default=False, compare=False)
     # the refusal's evidence as fields (`explain`): the predicate and its numbers, the taint, the unmatched term
     details: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # admitted by preempting these pods (a critical pod): it runs only once they have stopped, as upstream's
+    # admission blocks in killPodNow until each victim's worker has terminated it
+    victims: tuple[Pod, ...] = field(default=(), compare=False)
 
 
 ADMIT = PodAdmitResult(True)
@@ -48,9 +51,12 @@ class MaxPodsAdmitHandler:
 
 
 def can_admit_pod(handlers: Sequence[PodAdmitHandler], pod: Pod, admitted: Sequence[Pod]) -> PodAdmitResult:
-    """The first refusal wins, as the kubelet's canAdmitPod."""
+    """The first refusal wins, as the kubelet's canAdmitPod. An admission that preempts names its victims; a
+    later handler's refusal leaves them running (upstream's handler would have killed them already)."""
+    victims: tuple[Pod, ...] = ()
     for h in handlers:
         result = h.admit(pod, admitted)
         if not result.admit:
             return result
-    return ADMIT
+        victims += result.victims
+    return replace(ADMIT, victims=victims) if victims else ADMIT

@@ -140,10 +140,12 @@ class AllocationManager:
                  handlers: Sequence[PodAdmitHandler], clock: Clock, recorder: EventRecorder, metrics: Metrics, *,
                  active_pods: Callable[[], list[Pod]], pod_by_uid: Callable[[str], Pod | None],
                  sync_pod: Callable[[Pod], None], sources_ready: Callable[[], bool] = lambda: True,
-                 known_uids: Callable[[], Iterable[str]] | None = None) -> None:
+                 known_uids: Callable[[], Iterable[str]] | None = None,
+                 preempt: Callable[[Pod], object] = lambda _p: None) -> None:
         """`handlers`: the node's admit handlers (those a new pod goes through); `active_pods` as upstream
         GetActivePods (desired pods that hold resources); `sync_pod`: hand the pod to its worker now;
-        `known_uids`: every pod the node still knows (the others' records go once the sources were seen)."""
+        `known_uids`: every pod the node still knows (the others' records go once the sources were seen);
+        `preempt`: kill a pod a critical pod's resize preempts (the pod manager's kill; not awaited here)."""
         self.state = state
         self.conditions = conditions
         self.handlers = list(handlers)
@@ -155,6 +157,7 @@ class AllocationManager:
         self._sync_pod = sync_pod
         self._sources_ready = sources_ready
         self._known_uids = known_uids
+        self._preempt = preempt
         self._pending: list[str] = []  # uids with a resize not allocated yet, in retry order
         self._delay = INITIAL_RETRY_DELAY
 
@@ -269,6 +272,8 @@ class AllocationManager:
         generation = PodView.of(pod).generation or 0
         result = self._can_admit(pod, resize=True)
         if result.admit:
+            for victim in result.victims:
+                self._preempt(victim)
             self.set_allocated(pod)
             self.conditions.clear_pending(uid)
             # a new resize clears an earlier one's error and starts at this generation

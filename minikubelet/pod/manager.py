@@ -3,6 +3,7 @@ replacement, and the runtime's orphans. It drives the pod workers; statuses go t
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -11,10 +12,10 @@ from typing import Any
 from cgroups.qos import qos_class
 from cri.types import ANNOTATION_GRACE_PERIOD, LABEL_POD_NAME, LABEL_POD_NAMESPACE, LABEL_POD_UID
 from minikubelet.base import podview
-from minikubelet.base.clock import Clock
+from minikubelet.base.clock import Clock, sleep_until_woken
 from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod, PodView
-from minikubelet.events import EventRecorder
+from minikubelet.events import EXCEEDED_GRACE_PERIOD, EventRecorder
 from minikubelet.explain.record import Admission, ExplainStore, cut
 from minikubelet.metrics import Metrics, admission_rejection_reason
 from minikubelet.pod.admission import PodAdmitHandler, can_admit_pod
@@ -24,10 +25,11 @@ from minikubelet.pod.allocation import (
     TRIGGER_PODS_REMOVED,
     AllocationManager,
 )
+from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
 from minikubelet.sources.merge import PodOp, PodUpdate
 from minikubelet.status.generate import TERMINAL_PHASES
 from minikubelet.status.manager import StatusManager
-from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle
+from minikubelet.worker.lifecycle import KillPodOptions, PodLifecycle, kill_timeout
 from minikubelet.worker.workers import PodWorkers
 
 log = logging.getLogger("minikubelet.pod.manager")
@@ -88,6 +90,13 @@ class PodManager:
         self.allocation: AllocationManager | None = None  # in-place resize: admission keeps the allocation
         self.explain: ExplainStore | None = None  # admission decisions for `explain`
         self._finished_at: dict[str, float] = {}  # uid -> when its worker finished, until a relist listed after it
+        # Preemption: upstream's admission blocks the kubelet's sync loop in killPodNow until each victim is dead.
+        # Here the critical pod waits in `_preempting` and the pods that come meanwhile in `_queued`, admitted in
+        # order once it is in. `preempt` kills one victim; its event is set once nothing of the victim runs.
+        self._preempting: dict[str, Pod] = {}
+        self._queued: dict[str, Pod] = {}
+        self._preemptions: set[asyncio.Task[None]] = set()
+        self.preempt: Callable[[Pod], asyncio.Event] = self._kill_for_preemption
 
     # --- updates from the source merge ----------------------------------------------------
     def handle(self, update: PodUpdate) -> None:
@@ -130,6 +139,8 @@ class PodManager:
         self.desired.pop(uid, None)
         self._waiting.pop(uid, None)
         self._refetching.discard(uid)
+        self._queued.pop(uid, None)
+        self._preempting.pop(uid, None)  # its victims still stop; it is not admitted afterwards
         if self.allocation is not None:
             self.allocation.remove_pod(uid)
         if uid in self._rejected:
@@ -150,7 +161,8 @@ class PodManager:
 
     def _admit(self, pod: Pod, refetched: bool = False) -> None:
         uid = podview.uid(pod)
-        if uid in self._rejected or uid in self.workers or (uid in self._refetching and not refetched):
+        if (uid in self._rejected or uid in self.workers or uid in self._preempting
+                or (uid in self._refetching and not refetched)):
             return
         kill = _deletion_kill(pod)
         if kill is not None:
@@ -173,6 +185,9 @@ class PodManager:
             if blocker_uid not in self.desired:
                 self.workers.remove_pod(blocker_uid)
             return
+        if self._preempting:
+            self._queued[uid] = pod
+            return
         result = self.allocation.add_pod(pod) if self.allocation is not None else can_admit_pod(
             self.admit_handlers, pod, [p for p in self.active_pods() if podview.uid(p) != uid])
         if not result.admit and result.refetch_node and not refetched and self.refetch_node is not None:
@@ -187,21 +202,68 @@ class PodManager:
             self._metrics.admission_rejections.labels(admission_rejection_reason(result.reason)).inc()
             self._reject(pod, result.reason, result.message, result.details)
             return
+        if result.victims:
+            self._preempting[uid] = pod
+            task = asyncio.get_running_loop().create_task(self._preempt_then_admit(uid, result.victims),
+                                                          name=f"preemption-for-{podview.format_pod(pod)}")
+            self._preemptions.add(task)
+            task.add_done_callback(self._preemptions.discard)
+            return
+        self._run_admitted(pod)
+
+    def _run_admitted(self, pod: Pod) -> None:
         if self.explain is not None:
-            self.explain.admitted(uid, podview.namespace(pod), podview.name(pod), Admission(True, at=self._clock.now()))
+            self.explain.admitted(podview.uid(pod), podview.namespace(pod), podview.name(pod),
+                                  Admission(True, at=self._clock.now()))
         self.workers.update_pod(pod)
         if self.allocation is not None:
             self.allocation.pod_added(pod)
+
+    def _kill_for_preemption(self, victim: Pod) -> asyncio.Event:
+        """upstream CriticalPodAdmissionHandler's killPodFunc: Failed/Preempting, with a Warning event."""
+        done = asyncio.Event()
+        self._recorder.pod_event(victim, "Warning", PREEMPT_REASON, PREEMPT_MESSAGE)
+        self.workers.update_pod(victim, kill=KillPodOptions(
+            status_fn=preempted_status_fn(rfc3339(self._clock.now())), completed=done))
+        return done
+
+    async def _preempt_then_admit(self, uid: str, victims: Sequence[Pod]) -> None:
+        """Kill the victims one after another, each awaited up to upstream's kill timeout, then run the critical
+        pod. A victim that overran is logged and left stopping: upstream admits the pod all the same."""
+        try:
+            for victim in victims:
+                done = self.preempt(victim)
+                grace = (victim.get("spec") or {}).get("terminationGracePeriodSeconds")
+                await sleep_until_woken(self._clock, kill_timeout(grace if isinstance(grace, int) else 0), done)
+                if not done.is_set():
+                    self._recorder.pod_event(victim, "Warning", EXCEEDED_GRACE_PERIOD,
+                                             "Container runtime did not kill the pod within specified grace period.")
+                    log.error("Failed to evict pod", extra={"kv": {"pod": podview.format_pod(victim),
+                                                                   "err": "timeout waiting to kill pod"}})
+        finally:
+            self._preempting.pop(uid, None)
+        pod = self.desired.get(uid)
+        if pod is not None:
+            kill = _deletion_kill(pod)  # deleted through the API meanwhile
+            if kill is not None:
+                self.workers.update_pod(pod, kill=kill)
+            else:
+                self._run_admitted(pod)
+        queued, self._queued = self._queued, {}
+        for quid in queued:
+            if quid in self.desired:
+                self._admit(self.desired[quid])
 
     def active_pods(self) -> list[Pod]:
         """upstream GetActivePods (filterOutInactivePods over the pod manager's pods): the pods the sources
         want, without those whose worker has terminated them (IsPodKnownTerminated) and those in a terminal
         phase (the API's or ours: isAdmittedPodTerminal) unless still terminating (IsPodTerminationRequested).
-        A pod in its grace period still holds what it was admitted with. Pods still waiting for a Node read
-        have not been decided yet: upstream admits synchronously, so they never count."""
+        A pod in its grace period still holds what it was admitted with. Pods still waiting for a Node read,
+        for their preemption's victims to stop, or behind that preemption have not been decided yet: upstream
+        admits synchronously, so they never count."""
         out = []
         for uid, pod in self.desired.items():
-            if uid in self._refetching:
+            if uid in self._refetching or uid in self._preempting or uid in self._queued:
                 continue
             w = self.workers.get(uid)
             if w is not None and w.lifecycle is PodLifecycle.TERMINATED:
@@ -258,7 +320,7 @@ class PodManager:
         restarted = {"true": 0, "": 0}
         for pod in self.active_pods() if active is None else active:
             uid = podview.uid(pod)
-            if uid in self.workers or uid in self._waiting or uid in self._rejected:
+            if uid in self.workers or uid in self._waiting or uid in self._rejected or uid in self._queued:
                 continue
             log.info("pod restarted: wanted again after its worker finished", extra={"kv": {
                 "pod": podview.format_pod(pod), "podUID": uid}})

@@ -2,9 +2,9 @@
 GeneralPredicates the kubelet repeats (resource fit, node affinity, node name, host ports), then NoExecute
 taints. All failures are gathered and the first one is reported, with upstream's reason and message.
 
-A critical pod (static, mirror, or system priority) refused only for lack of resources is admitted after
-the pods it may preempt are evicted (`evict`); when no such set exists it is refused as upstream does,
-with UnexpectedAdmissionError. Checking is pure; `evict` is the only effect.
+A critical pod (static, mirror, or system priority) refused only for lack of resources is admitted with the
+pods it may preempt named in the result (`victims`): the pod manager kills them and admits the pod once they
+have stopped. When no such set exists it is refused as upstream does, with UnexpectedAdmissionError. Pure.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ class PredicateFailure:
 
 
 Failure = PredicateFailure | InsufficientResource
-Evict = Callable[[Pod], None]
 
 
 def general_filter(pod: PodView, admitted: Sequence[PodView], node: Node,
@@ -116,11 +115,10 @@ def _failure_result(failure: Failure) -> PodAdmitResult:
 
 
 class PredicateAdmitHandler:
-    def __init__(self, node: Callable[[], Node], evict: Evict,
+    def __init__(self, node: Callable[[], Node],
                  feature_gates: Mapping[str, bool] | None = None, metrics: Metrics | None = None) -> None:
         self._node = node
         self._metrics = metrics or Metrics()
-        self._evict = evict
         self._comparison_operators = bool((feature_gates or {}).get(TAINT_COMPARISON_GATE, False))
         # id of an admitted pod object -> (it, its view): each admission reads every admitted pod, which
         # changes far less often than pods are admitted; kept only for the pods of the last admission
@@ -157,11 +155,9 @@ class PredicateAdmitHandler:
                     return PodAdmitResult(False, UNEXPECTED_ADMISSION_ERROR,
                                           "Unexpected error while attempting to recover from admission failure: "
                                           f"preemption: error finding a set of pods to preempt: {e}")
-                for victim in victims:
-                    self._evict(victim.raw)
-                    # upstream labels each preemption with the first resource the critical pod lacked
-                    self._metrics.preemptions.labels(insufficient[0].resource if insufficient else "").inc()
-                return ADMIT
+                # upstream labels each preemption with the first resource the critical pod lacked
+                self._metrics.preemptions.labels(insufficient[0].resource if insufficient else "").inc(len(victims))
+                return replace(ADMIT, victims=tuple(v.raw for v in victims))
         if failures:
             return replace(_failure_result(failures[0]), refetch_node=only_affinity)
         return ADMIT

@@ -50,7 +50,8 @@ class PodResizeService(Service):
         self.allocation = AllocationManager(
             allocated, self.conditions, manager.admit_handlers, clock, recorder, metrics,
             active_pods=manager.active_pods, pod_by_uid=manager.desired.get, sync_pod=sync_pod,
-            sources_ready=sources_ready, known_uids=lambda: [*manager.desired, *workers.uids()])
+            sources_ready=sources_ready, known_uids=lambda: [*manager.desired, *workers.uids()],
+            preempt=lambda victim: manager.preempt(victim))
         manager.allocation = self.allocation
         workers.allocated = self.allocation.allocated
         syncer.containers.actuated = syncer.actuated = self.actuated

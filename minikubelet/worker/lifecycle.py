@@ -33,6 +33,15 @@ class KillPodOptions:
     completed: asyncio.Event | None = None
 
 
+KILL_TIMEOUT_MIN = 10
+
+
+def kill_timeout(grace: int) -> int:
+    """upstream killPodNow: how long a kill is awaited before it is given up as timed out, 1.5 times the grace
+    (integer seconds) and at least 10 s for the runtime's SIGKILL traffic."""
+    return max(grace + grace // 2, KILL_TIMEOUT_MIN)
+
+
 def terminal_status_fn(phase: str, reason: str, message: str) -> PodStatusFn:
     """A status function giving the pod a terminal phase with a reason (deadline, eviction, shutdown)."""
 

@@ -16,7 +16,6 @@ from cri.errors import RuntimeError_
 from cri.fake import FakeRuntime
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
-from minikubelet.base.kubetime import rfc3339
 from minikubelet.base.podview import Pod
 from minikubelet.base.prometheus import CollectorRegistry
 from minikubelet.events import EventRecorder
@@ -24,7 +23,6 @@ from minikubelet.metrics import Metrics
 from minikubelet.node.labels import initial_node
 from minikubelet.pod.manager import PodManager
 from minikubelet.pod.predicate import PredicateAdmitHandler
-from minikubelet.pod.preemption import PREEMPT_MESSAGE, PREEMPT_REASON, preempted_status_fn
 from minikubelet.runtime.pleg import PLEG
 from minikubelet.sources.merge import PodConfig
 from minikubelet.status.manager import StatusManager
@@ -106,8 +104,9 @@ class SimNode:
         # as the agent: the eviction manager's admit handler first, then the predicates (resources, max pods), the
         # node shutdown manager's last
         self.manager = PodManager(self.workers, self.statuses, [
-            self.eviction, PredicateAdmitHandler(lambda: node, self._preempt, metrics=self.metrics), self.shutdown],
+            self.eviction, PredicateAdmitHandler(lambda: node, metrics=self.metrics), self.shutdown],
             clock, self.recorder, metrics=self.metrics)
+        self._kill_for_preemption, self.manager.preempt = self.manager.preempt, self._preempt
         self.config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._tasks: list[asyncio.Task[None]] = []
@@ -121,11 +120,10 @@ class SimNode:
     def _worker(self, pod: Pod, adopted: bool) -> PodWorker:
         return PodWorker(pod, self.syncer, self.clock, self.metrics, resync_period=10.0, adopted=adopted)
 
-    def _preempt(self, pod: Pod) -> None:
-        """As the agent's: a pod evicted so that a critical pod fits."""
+    def _preempt(self, pod: Pod) -> asyncio.Event:
+        """The pod manager's kill of a pod a critical pod preempts, noted for the invariants first."""
         self._preempted(pod)
-        self.recorder.pod_event(pod, "Warning", PREEMPT_REASON, PREEMPT_MESSAGE)
-        self.workers.update_pod(pod, kill=KillPodOptions(status_fn=preempted_status_fn(rfc3339(self.clock.now()))))
+        return self._kill_for_preemption(pod)
 
     def _finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)

@@ -95,7 +95,7 @@ class Sim:
     def _new_node(self) -> SimNode:
         node = SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
                        machine=self.machine, evicted=self._evicted,
-                       preempted=lambda p: self.shapes.evict(p, "preempted"), shutdown_order=self.shutdown_order)
+                       preempted=self._preempted, shutdown_order=self.shutdown_order)
         self.api.attach(node, MAX_PODS)
         return node
 
@@ -106,6 +106,16 @@ class Sim:
         if node is not None and podview.uid(pod) in node.manager._rejected:
             return
         self.shapes.evict(pod, "evicted")
+
+    def _preempted(self, pod: Pod) -> None:
+        node = self.node
+        # Victims are killed one after another: one whose termination was already under way when its turn came
+        # (it failed, was deleted or evicted meanwhile) keeps that reason, as upstream's UpdatePod drops the kill's
+        # status function for a pod terminated and its terminating sync runs with the function it began with.
+        w = node.workers.get(podview.uid(pod)) if node is not None else None
+        if w is not None and w.terminating:
+            return
+        self.shapes.evict(pod, "preempted")
 
     def start(self) -> None:
         """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call

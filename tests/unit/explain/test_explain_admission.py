@@ -25,7 +25,7 @@ TOLERATES = [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}]
 @pytest.fixture
 async def en(tmp_path: Path) -> AsyncIterator[ExplainedNode]:
     async for n in explained_node(tmp_path, max_pods=10):
-        n.node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: NODE, lambda _pod: None))
+        n.node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: NODE))
         yield n
 
 

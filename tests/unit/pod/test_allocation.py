@@ -71,7 +71,7 @@ class ResizeNode:
         self.root, self.node = root, node
         allocatable = {"cpu": Fraction(4), "memory": Fraction(4 << 30), "pods": Fraction(110)}
         node.manager.admit_handlers.append(PredicateAdmitHandler(
-            lambda: initial_node("node-1", {}, (), allocatable), lambda _p: None))
+            lambda: initial_node("node-1", {}, (), allocatable)))
         self.service = PodResizeService(KubeletConfig(root_dir=str(root)), node.runtime, node.clock, node.recorder,
                                         node.metrics, node.manager, node.workers, node.syncer, lambda: True)
 

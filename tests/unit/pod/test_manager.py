@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from fractions import Fraction
 from pathlib import Path
@@ -238,7 +239,7 @@ async def test_a_node_affinity_refusal_waits_for_the_node_read_again(node: FakeN
     """Joined, a pod refused only for its node affinity is checked once more against the Node read again
     from the API server (a label added a moment ago may not have come through the watch yet)."""
     current = {"node": initial_node("node-1", {}, (), {"cpu": Fraction(2), "pods": Fraction(110)})}
-    node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: current["node"], lambda _p: None))
+    node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: current["node"]))
     reads: list[str] = []
     node.manager.refetch_node = reads.append
     ssd = make_pod(name="ssd", uid="s1", nodeSelector={"disk": "ssd"})
@@ -365,3 +366,68 @@ async def test_a_pod_refused_after_an_agent_restart_keeps_its_refusal_while_its_
         assert successor.statuses.get_pod_status("l1") is None
     finally:
         await successor.close()
+
+
+def _api_pod(name: str, uid: str, cpu: str, grace: int) -> Pod:
+    p = make_pod(name=name, uid=uid, containers=[{"name": "app", "image": "busybox", "resources": {
+        "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}], terminationGracePeriodSeconds=grace)
+    p["metadata"]["annotations"]["kubernetes.io/config.source"] = "api"
+    return p
+
+
+async def test_a_critical_pod_runs_only_once_the_pod_it_preempts_has_stopped(tmp_path: Path) -> None:
+    """upstream killPodNow: admission waits until the victim's worker has terminated it (here its grace, as it
+    ignores SIGTERM); pods that come meanwhile are admitted after the critical pod, in order."""
+    node = FakeNode(tmp_path)
+    try:
+        node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: initial_node(
+            "node-1", {}, (), {"cpu": Fraction(2), "memory": Fraction(4 << 30), "pods": Fraction(110)})))
+        node.runtime.program("app", Program(ignore_stop_signal=True))
+        victim = _api_pod("victim", "v1", "1500m", grace=5)
+        node.config.set_source_pods("api", [victim])
+        await node.settle()
+        assert node.phase("v1") == "Running"
+        critical = make_pod(name="critical", uid="c1", containers=[{"name": "app", "image": "busybox", "resources": {
+            "requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}])
+        node.config.set_source_pods("file", [critical])
+        await node.settle()
+        assert ("Preempting", "Preempted in order to admit critical pod") in node.events("v1")
+        assert node.phase("v1") == "Failed" and "running" in node.container_state("app", "v1")["state"]
+        assert "c1" not in node.workers and node.phase("c1") is None  # not admitted while the victim runs
+        assert "c1" not in [p["metadata"]["uid"] for p in node.manager.active_pods()]
+        later = _api_pod("later", "l1", "500m", grace=5)
+        node.config.set_source_pods("api", [victim, later])
+        await node.settle()
+        assert "l1" not in node.workers and node.phase("l1") is None  # queued behind the preemption
+        await node.advance(6)
+        victim_worker = node.workers.get("v1")
+        assert victim_worker is not None and victim_worker.lifecycle is PodLifecycle.TERMINATED
+        assert node.phase("c1") == "Running" and node.phase("l1") == "Running"
+        status = node.statuses.get_pod_status("v1")
+        assert status is not None and status["reason"] == "Preempting"
+    finally:
+        await node.close()
+
+
+async def test_a_preemption_whose_victim_outlasts_the_kill_timeout_admits_all_the_same(tmp_path: Path) -> None:
+    """upstream: a victim not dead within 1.5 x its grace (at least 10 s) gets an ExceededGracePeriod event and
+    the critical pod is admitted anyway."""
+    node = FakeNode(tmp_path)
+    try:
+        node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: initial_node(
+            "node-1", {}, (), {"cpu": Fraction(2), "memory": Fraction(4 << 30), "pods": Fraction(110)})))
+        victim = _api_pod("victim", "v1", "1500m", grace=2)
+        node.config.set_source_pods("api", [victim])
+        await node.settle()
+        node.manager.preempt = lambda _pod: asyncio.Event()  # a kill that never completes
+        node.config.set_source_pods("file", [make_pod(name="critical", uid="c1", containers=[{
+            "name": "app", "image": "busybox", "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}])])
+        await node.settle()
+        await node.advance(9)
+        assert "c1" not in node.workers
+        await node.advance(2)
+        assert node.phase("c1") == "Running"
+        assert ("ExceededGracePeriod", "Container runtime did not kill the pod within specified grace period.") in \
+            node.events("v1")
+    finally:
+        await node.close()

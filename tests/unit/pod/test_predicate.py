@@ -30,9 +30,8 @@ def pod(name: str = "p", *, cpu: str | None = None, memory: str | None = None, s
     return {"metadata": meta, "spec": {"containers": cs, "tolerations": tolerations, **spec}}
 
 
-def handler(node: Node = NODE, evicted: list[Pod] | None = None, gates: dict[str, bool] | None = None) -> PredicateAdmitHandler:
-    sink = evicted if evicted is not None else []
-    return PredicateAdmitHandler(lambda: node, sink.append, gates)
+def handler(node: Node = NODE, gates: dict[str, bool] | None = None) -> PredicateAdmitHandler:
+    return PredicateAdmitHandler(lambda: node, gates)
 
 
 def refuse(reason: str, message: str) -> PodAdmitResult:
@@ -264,13 +263,12 @@ def test_the_first_failure_is_reported() -> None:
 # --- critical pods --------------------------------------------------------------------------------
 
 def test_a_static_pod_without_pods_to_preempt_is_refused_as_upstream() -> None:
-    evicted: list[Pod] = []
-    r = handler(evicted=evicted).admit(pod("s", cpu="2500m", source="file"), [pod("a", cpu="1", source="file")])
+    r = handler().admit(pod("s", cpu="2500m", source="file"), [pod("a", cpu="1", source="file")])
     assert r == refuse("UnexpectedAdmissionError",
                        "Unexpected error while attempting to recover from admission failure: preemption: error finding "
                        "a set of pods to preempt: no set of running pods found to reclaim resources: "
                        "[(res: cpu, q: 1500), ]")
-    assert evicted == []
+    assert r.victims == ()
 
 
 def test_a_critical_pod_reports_its_non_resource_failures_only() -> None:
@@ -279,22 +277,20 @@ def test_a_critical_pod_reports_its_non_resource_failures_only() -> None:
 
 
 def test_a_critical_pod_preempts_the_closest_lower_pods() -> None:
-    evicted: list[Pod] = []
     best_effort = pod("be")
     small = pod("small", cpu="300m")
     big = pod("big", cpu="1")
     other_static = pod("static", cpu="500m", source="file")
-    r = handler(evicted=evicted).admit(pod("s", cpu="1", source="file"), [best_effort, small, big, other_static])
+    r = handler().admit(pod("s", cpu="1", source="file"), [best_effort, small, big, other_static])
     assert r == ADMIT
     # 800m is missing; the burstable pod of 1 CPU covers it alone (best-effort pods free no CPU).
-    assert [p["metadata"]["name"] for p in evicted] == ["big"]
+    assert [p["metadata"]["name"] for p in r.victims] == ["big"]
 
 
 def test_priority_lets_a_critical_pod_preempt_a_lower_static_pod() -> None:
-    evicted: list[Pod] = []
     low = pod("low", cpu="1500m", source="file", priority=10)
-    assert handler(evicted=evicted).admit(pod("s", cpu="1", source="file", priority=20), [low]) == ADMIT
-    assert evicted == [low]
+    r = handler().admit(pod("s", cpu="1", source="file", priority=20), [low])
+    assert r == ADMIT and r.victims == (low,)
 
 
 def test_the_node_is_read_again_only_when_node_affinity_is_the_only_failure() -> None:
