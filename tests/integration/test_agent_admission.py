@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,36 @@ async def test_node_labels_reach_admission(tmp_path: Path, docker: aiodocker.Doc
         await a.wait_phase("labelled", "Running", 30)
     finally:
         await agent_env.stop_and_clean(a, docker)
+
+
+async def test_a_critical_pod_starts_only_once_the_pod_it_preempts_has_stopped(
+        agent: AgentProcess, docker: aiodocker.Docker) -> None:
+    """upstream killPodNow: the preempting pod is admitted once its victim's containers are dead. The victim
+    ignores SIGTERM, so it stops only when its 3 s grace runs out; the critical pod's container starts after."""
+    cpus = os.cpu_count() or 1
+    stubborn = {"name": "main", "command": ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"],
+                "resources": {"requests": {"cpu": f"{cpus * 1000 - 500}m"}}}
+    agent.put("low.yaml", simple_pod("low", [stubborn], terminationGracePeriodSeconds=3, priority=10))
+    agent.start()
+    await agent.wait_phase("low", "Running", 30)
+    high = {**SLEEP, "resources": {"requests": {"cpu": "1"}}}
+    agent.put("high.yaml", simple_pod("high", [high], terminationGracePeriodSeconds=1, priority=20))
+
+    low = await agent.wait_pod("low", rejected, "Failed", 30)
+    assert low["status"]["reason"] == "Preempting", low["status"]
+    assert low["status"]["message"] == "Preempted in order to admit critical pod"
+    await agent.wait_phase("high", "Running", 30)
+    [victim] = [c for c in await pod_containers(docker, f"low-{agent.node}")
+                if c["Labels"].get("io.kubernetes.container.name") == "main"]
+    [preemptor] = [c for c in await pod_containers(docker, f"high-{agent.node}")
+                   if c["Labels"].get("io.kubernetes.container.name") == "main"]
+    victim_state = (await victim.show())["State"]
+    preemptor_state = (await preemptor.show())["State"]
+    assert not victim_state["Running"] and victim_state["ExitCode"] == 137, victim_state  # SIGKILLed at the grace's end
+    assert _instant(preemptor_state["StartedAt"]) >= _instant(victim_state["FinishedAt"]), (victim_state, preemptor_state)
+
+
+def _instant(docker_time: str) -> datetime:
+    """Docker's RFC 3339 with up to nine fraction digits, trailing zeros trimmed."""
+    whole, _, frac = docker_time.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{whole}.{(frac + '000000')[:6]}+00:00")
