@@ -165,3 +165,31 @@ def test_a_critical_pod_is_admitted_once_its_victims_kill_timed_out() -> None:
     at, rest = line.split(" ", 1)
     assert at == "30.000" and "'Failed')" in rest, line
     assert len(ast.literal_eval(rest[: rest.index("]") + 1])) == 2, line
+
+
+def test_a_container_killed_by_a_probe_while_it_exits_restarts_on_the_back_off_of_the_exit_before() -> None:
+    # seed 100 (backoff-schedule, harness): a container whose startup probe always fails and whose preStop hook
+    # hangs is killed every 25 s; once it exits by itself (code 0) while the kill's hook runs, the pass that began
+    # while it ran stops it and starts it again 4.1 s after that exit. Upstream's doBackOff reads the exited instance
+    # that pass began with (26 s before, past its 10 s): the checker counts a stop that finds the newest instance
+    # exited as a stop while it ran.
+    events = [Event("api-create", 44353, 0, 10.0), Event("exit", 45044, -1, 30.0), Event("api-evict", 5979, 0, 10.0),
+              Event("fail", 54757, 2, 1.0), Event("api-gone", 20421, 0, 0.0), Event("shutdown", 30405, 0, 2.0),
+              Event("delete", 4417, 0, 30.0), Event("api-create", 108, 0, 0.0), Event("create", 35493, 1, 0.5),
+              Event("create", 17834, 1, 30.0), Event("api-create", 17993, 0, 10.0), Event("exit", 16480, 2, 0.1),
+              Event("delete", 56361, 0, 30.0), Event("wait", 2619, 0, 10.0), Event("api-delete", 16060, 0, 0.5),
+              Event("exit", 11601, 0, 30.0)]
+    out = run_trace(100, events)
+    assert out.violation is None, out.violation
+
+
+def test_a_pod_refused_after_a_restart_then_preempted_keeps_its_refusal() -> None:
+    # seed 205 (eviction-terminal, harness): after an agent restart an API pod is refused (OutOfpods: the static pods
+    # came first) and its stand-in worker stops what it ran; a critical pod then preempts it. Its termination was
+    # under way, so the kill's Preempting status function is dropped as upstream's UpdatePod drops it, and the
+    # refusal stays its final status (tests/sim/run.py Sim._preempted)
+    events = [Event("api-create", 20301, 0, 0.0), Event("create", 37360, 1, 1.0), Event("create", 21755, 1, 0.0),
+              Event("create", 33971, 1, 5.0), Event("create", 13354, 1, 0.1), Event("crash", 12255, 0, 1.0),
+              Event("create", 35488, 0, 30.0)]
+    out = run_trace(205, events)
+    assert out.violation is None, out.violation
