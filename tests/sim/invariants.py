@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cri.fake import FakeRuntime, _Object
-from cri.types import ContainerState
+from cri.types import ANNOTATION_CONTAINER_KIND, ContainerState
 from minikubelet.base.clock import FakeClock
 from minikubelet.worker.backoff import CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER
 
@@ -102,11 +102,21 @@ class SimRuntime(FakeRuntime):
         self.on_start: Callable[[_Object], None] = lambda _o: None
         self.on_exit: Callable[[_Object, bool], None] = lambda _o, _v: None
         self.on_stop: Callable[[_Object, float], None] = lambda _o, _t: None
+        self.on_remove: Callable[[_Object], None] = lambda _o: None
+        self.on_stop_exited: Callable[[_Object], None] = lambda _o: None
         self.vanishing = False
+
+    async def remove_container(self, container_id: str) -> None:
+        obj = self._find(container_id)
+        await super().remove_container(container_id)
+        if obj is not None and self._find(container_id) is None:
+            self.on_remove(obj)
 
     async def stop_container(self, container_id: str, timeout: float, signal: str = "") -> None:
         obj = self._find(container_id)
         if obj is not None:
+            if not obj.is_sandbox and obj.state is ContainerState.EXITED:
+                self.on_stop_exited(obj)
             self.on_stop(obj, timeout)
         await super().stop_container(container_id, timeout, signal)
 
@@ -144,6 +154,8 @@ class Checker:
     def __post_init__(self) -> None:
         self.runtime.on_start = self.on_start
         self.runtime.on_exit = self.on_exit
+        self.runtime.on_remove = self.on_remove
+        self.runtime.on_stop_exited = self.stop_exited
 
     # -- at the instant -----------------------------------------------------------------------------------
     def on_start(self, obj: _Object) -> None:
@@ -212,11 +224,37 @@ class Checker:
         if runs and runs[-1].finished is None:
             runs[-1].stopped = True
 
+    def stop_exited(self, obj: _Object) -> None:
+        """The agent stops an instance that has exited meanwhile: the pass killing it began while it ran (the agent
+        stops only what its state shows running or created), e.g. a probe's kill whose preStop hook ran past the
+        container's own exit. Upstream restarts it in that pass with doBackOff reading the exited instance the pass
+        began with, the one before (seed 100: restarted 4.1 s after this exit, 26 s after the one before), so it
+        counts as stopped while it ran."""
+        runs = self.runs.get((obj.pod.uid, obj.container.name))
+        newest = max((o.container.attempt for o in self.runtime.objects() if not o.is_sandbox
+                      and o.pod.uid == obj.pod.uid and o.container.name == obj.container.name), default=-1)
+        if runs and runs[-1].finished is not None and obj.container.attempt == newest:
+            runs[-1].stopped = True
+
     def removed_behind_agent(self, uid: str, name: str) -> None:
         """The newest instance of a container is removed by someone else: the status then shows the restart count
         of the newest one left, as upstream's does (the count goes on from it), so the count starts over."""
         self.restarts.pop((uid, name), None)
         self.recounting[(uid, name)] = None
+
+    def on_remove(self, obj: _Object) -> None:
+        """The agent removed a container. When it was the last instance of an init container (upstream's
+        purgeInitContainers when the sandbox is re-created; pruning keeps the newest exited one), the count starts
+        over as after a removal behind the agent: upstream's next instance counts from the runtime's instances as
+        the sync began, else from the log files left (calcRestartCountByLogDir), and removeContainer took the
+        removed one's log with it, so a start deferred to a later sync (the new sandbox's status failed, the agent
+        restarted) counts from 0 while the status still shows the old count (seed 85)."""
+        if obj.is_sandbox or obj.annotations.get(ANNOTATION_CONTAINER_KIND) not in ("init", "sidecar"):
+            return
+        if any(not o.is_sandbox and o.pod.uid == obj.pod.uid and o.container.name == obj.container.name
+               for o in self.runtime.objects()):
+            return
+        self.removed_behind_agent(obj.pod.uid, obj.container.name)
 
     def agent_restarted(self) -> None:
         """The agent keeps back-off, a file pod's phase and its admission in memory (as upstream does for static

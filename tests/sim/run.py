@@ -17,6 +17,7 @@ from cri.types import ContainerState
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
+from minikubelet.worker.lifecycle import kill_timeout
 from tests.sim.api_workload import ApiWorld
 from tests.sim.invariants import Checker, SimRuntime, Violation
 from tests.sim.loop import Blocked, Livelock, Scheduler, SimLoop
@@ -91,6 +92,7 @@ class Sim:
         self.trace: list[str] = []
         self.starting: asyncio.Task[None] | None = None
         self.api = ApiWorld(self.clock, seed, self.checker)  # the API server and the pods created through it
+        self.kill_overdue: dict[str, float] = {}  # preemption victim uid -> when its kill's wait times out
 
     def _new_node(self) -> SimNode:
         node = SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
@@ -109,6 +111,9 @@ class Sim:
 
     def _preempted(self, pod: Pod) -> None:
         node = self.node
+        grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+        self.kill_overdue.setdefault(podview.uid(pod), self.clock.monotonic() + kill_timeout(
+            grace if isinstance(grace, int) else 0))
         # Victims are killed one after another: one whose termination was already under way when its turn came
         # (it failed, was deleted or evicted meanwhile) keeps that reason, as upstream's UpdatePod drops the kill's
         # status function for a pod terminated and its terminating sync runs with the function it began with.
@@ -203,6 +208,7 @@ class Sim:
         for q in list(self.runtime._subscribers):
             self.runtime._subscribers.discard(q)
         self.shutting_down = None
+        self.kill_overdue.clear()
         self.checker.agent_restarted()
         self.shapes.agent_restarted(self._api_pods_terminal())
         self.start()
@@ -227,9 +233,14 @@ class Sim:
         statuses = [(podview.uid(e.pod), e.status) for e in node.statuses.statuses()]
         workers = set(node.workers.uids())
         # a rejected pod's worker only stops what it ran before an agent restart, and a pod deleted before this agent
-        # saw it is only stopped: active (upstream counts a pod whose termination is under way), never admitted
+        # saw it is only stopped: active (upstream counts a pod whose termination is under way), never admitted.
+        # A preemption victim whose kill outlived killPodNow's wait (1.5 x grace, at least 10 s) does not count
+        # either: upstream's evictPodsToFreeRequests logs "Failed to evict pod" and admits the critical pod all the
+        # same (seed 168: a hung stop_container), leaving the victim to later syncs.
+        mono = self.clock.monotonic()
         admitted = sum(1 for p in node.manager.active_pods()
-                       if podview.uid(p) in workers and podview.uid(p) in node.admitted)
+                       if podview.uid(p) in workers and podview.uid(p) in node.admitted
+                       and mono < self.kill_overdue.get(podview.uid(p), float("inf")))
         self.checker.check(statuses, workers, admitted)
         if self.shutdown_order.violation is not None:
             raise self.shutdown_order.violation

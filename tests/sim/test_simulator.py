@@ -4,6 +4,7 @@ simulation"."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import os
 import random
@@ -127,3 +128,68 @@ def test_an_api_pod_deleted_under_an_api_fault_is_deleted_for_good(fault: Event)
     assert lines[0].endswith("[('a0', 'Running', False)] 410s=0"), lines[0]
     # gone after the last 150 s; after api-gone both watches (the pods', the node lister's) got 410 and relisted
     assert lines[3].endswith(f" [] 410s={2 * (fault.kind == 'api-gone')}"), lines[3]
+
+
+def test_an_init_container_purged_with_its_sandbox_may_count_its_restarts_from_zero() -> None:
+    # seed 85 (restart-counts-monotonic, harness): a static pod with a crash-looping init container is stopped by a
+    # node shutdown; the restarted agent re-creates its sandbox and purges its init containers, the new sandbox's
+    # status fails (injected) and the start waits for the next sync, which finds no instance and counts from 0
+    # while the status still showed 5. Upstream does the same (calcRestartCountByLogDir: removeContainer took the
+    # logs), so the checker counts such a container afresh, as after a removal behind the agent.
+    events = [Event("create", 59309, 1, 0.1), Event("create", 30046, 1, 0.5), Event("create", 20932, 1, 30.0),
+              Event("create", 22763, 1, 0.1), Event("delete", 32493, 0, 0.5), Event("create", 19238, 1, 0.5),
+              Event("delete", 62537, 0, 2.0), Event("fail", 18663, 5, 5.0), Event("api-create", 54233, 0, 0.0),
+              Event("create", 44556, 1, 30.0), Event("delete", 9321, 0, 30.0), Event("api-conflict", 37568, 1, 10.0),
+              Event("wait", 19433, 0, 2.0), Event("create", 20875, 1, 1.0), Event("create", 39563, 1, 0.5),
+              Event("create", 12023, 0, 1.0), Event("wait", 22462, 0, 5.0), Event("api-delete", 62751, 0, 2.0),
+              Event("create", 36319, 0, 0.0), Event("create", 32667, 0, 1.0), Event("api-create", 47945, 0, 2.0),
+              Event("exit", 2286, 2, 2.0), Event("fail", 14307, 2, 0.5), Event("api-force", 29785, 0, 0.5),
+              Event("delete", 29189, 0, 10.0), Event("crash", 45577, 0, 10.0), Event("hang", 17716, 60, 2.0),
+              Event("vanish", 3260, 0, 5.0), Event("fail", 23255, 2, 1.0), Event("api-delete", 19953, 0, 2.0),
+              Event("vanish", 53373, 0, 10.0), Event("hang", 57826, 1, 0.5), Event("exit", 31689, 1, 0.5),
+              Event("shutdown", 36912, 0, 0.5), Event("crash", 33279, 0, 10.0), Event("delete", 20105, 0, 1.0)]
+    out = run_trace(85, events)
+    assert out.violation is None, out.violation
+
+
+def test_a_critical_pod_is_admitted_once_its_victims_kill_timed_out() -> None:
+    # seed 168 (admitted-within-capacity, harness): three API pods and a static one fill the node; a static
+    # (critical) pod preempts one whose stop_container hangs 60 s. upstream killPodNow gives up after 1.5 x grace
+    # (at least 10 s) and the critical pod is admitted all the same while the victim still stops: five pods active.
+    events = [Event("hang", 24153, 60, 5.0), Event("api-create", 13096, 0, 2.0), Event("api-create", 53928, 0, 10.0),
+              Event("api-create", 43135, 0, 2.0), Event("create", 24935, 1, 1.0), Event("create", 2338, 1, 10.0)]
+    out = run_trace(168, events)
+    assert out.violation is None, out.violation
+    # at 30 s the victim is Failed (Preempting) with its hung container still running, beside the critical pod's
+    line = [line for line in out.log if not line.startswith("Event(")][5]
+    at, rest = line.split(" ", 1)
+    assert at == "30.000" and "'Failed')" in rest, line
+    assert len(ast.literal_eval(rest[: rest.index("]") + 1])) == 2, line
+
+
+def test_a_container_killed_by_a_probe_while_it_exits_restarts_on_the_back_off_of_the_exit_before() -> None:
+    # seed 100 (backoff-schedule, harness): a container whose startup probe always fails and whose preStop hook
+    # hangs is killed every 25 s; once it exits by itself (code 0) while the kill's hook runs, the pass that began
+    # while it ran stops it and starts it again 4.1 s after that exit. Upstream's doBackOff reads the exited instance
+    # that pass began with (26 s before, past its 10 s): the checker counts a stop that finds the newest instance
+    # exited as a stop while it ran.
+    events = [Event("api-create", 44353, 0, 10.0), Event("exit", 45044, -1, 30.0), Event("api-evict", 5979, 0, 10.0),
+              Event("fail", 54757, 2, 1.0), Event("api-gone", 20421, 0, 0.0), Event("shutdown", 30405, 0, 2.0),
+              Event("delete", 4417, 0, 30.0), Event("api-create", 108, 0, 0.0), Event("create", 35493, 1, 0.5),
+              Event("create", 17834, 1, 30.0), Event("api-create", 17993, 0, 10.0), Event("exit", 16480, 2, 0.1),
+              Event("delete", 56361, 0, 30.0), Event("wait", 2619, 0, 10.0), Event("api-delete", 16060, 0, 0.5),
+              Event("exit", 11601, 0, 30.0)]
+    out = run_trace(100, events)
+    assert out.violation is None, out.violation
+
+
+def test_a_pod_refused_after_a_restart_then_preempted_keeps_its_refusal() -> None:
+    # seed 205 (eviction-terminal, harness): after an agent restart an API pod is refused (OutOfpods: the static pods
+    # came first) and its stand-in worker stops what it ran; a critical pod then preempts it. Its termination was
+    # under way, so the kill's Preempting status function is dropped as upstream's UpdatePod drops it, and the
+    # refusal stays its final status (tests/sim/run.py Sim._preempted)
+    events = [Event("api-create", 20301, 0, 0.0), Event("create", 37360, 1, 1.0), Event("create", 21755, 1, 0.0),
+              Event("create", 33971, 1, 5.0), Event("create", 13354, 1, 0.1), Event("crash", 12255, 0, 1.0),
+              Event("create", 35488, 0, 30.0)]
+    out = run_trace(205, events)
+    assert out.violation is None, out.violation
