@@ -187,10 +187,10 @@ _Subscriber = asyncio.Queue[ContainerEvent | BaseException]
 class _EventStream:
     """One subscriber's events; subscribed on creation, so nothing between events() and the first read is lost."""
 
-    def __init__(self, subscribers: set[_Subscriber]) -> None:
+    def __init__(self, subscribers: dict[_Subscriber, None]) -> None:
         self._subscribers = subscribers
         self._queue: _Subscriber = asyncio.Queue()
-        subscribers.add(self._queue)
+        subscribers[self._queue] = None
 
     def __aiter__(self) -> _EventStream:
         return self
@@ -202,7 +202,7 @@ class _EventStream:
         return item
 
     async def aclose(self) -> None:
-        self._subscribers.discard(self._queue)
+        self._subscribers.pop(self._queue, None)
 
 
 class FakeRuntime:
@@ -231,7 +231,8 @@ class FakeRuntime:
         self._exec: dict[str, ExecHandler] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._gates: dict[str, list[Gate]] = {}
-        self._subscribers: set[_Subscriber] = set()
+        # in subscription order (a set would deliver in memory-address order, which varies from run to run)
+        self._subscribers: dict[_Subscriber, None] = {}
         self._ids = itertools.count(1)
         for image in (pause_image, *images):
             self.add_image(image)
@@ -437,8 +438,7 @@ class FakeRuntime:
 
     async def close(self) -> None:
         self.closed = True
-        for queue in list(self._subscribers):
-            self._subscribers.discard(queue)
+        self._subscribers.clear()
 
     # -- sandboxes ----------------------------------------------------------------------------
 

@@ -89,7 +89,8 @@ class Store:
         self._objects: dict[str, dict[tuple[str, str], Json]] = {}
         self._history: deque[Change] = deque()
         self._compacted = first_rv
-        self.watches: set[Watch] = set()
+        # in the order they were opened: a set would offer each change in memory-address order, which varies
+        self.watches: dict[Watch, None] = {}
 
     # reads ---------------------------------------------------------------------------------------
     def get(self, resource: str, namespace: str, name: str) -> Json | None:
@@ -161,8 +162,8 @@ class Store:
         if since is not None:
             for change in self.changes_since(since):
                 watch.offer(change)
-        self.watches.add(watch)
+        self.watches[watch] = None
         return watch
 
     def close_watch(self, watch: Watch) -> None:
-        self.watches.discard(watch)
+        self.watches.pop(watch, None)

@@ -83,7 +83,7 @@ class SimApi:
         self._unhung.set()
         self.conflicts = 0  # the next status writes answered 409 Conflict
         self.watch_delay = 0.0
-        self.streams: set[_Stream] = set()
+        self.streams: dict[_Stream, None] = {}  # in opening order, not memory-address order
         self.reachable_since = 0.0  # monotonic: the API has answered since then without a fault
         self.requests = 0
         self.expired = 0  # watches answered 410 Gone
@@ -233,9 +233,9 @@ class SimApi:
             self.expired += 1
             first = [dumps({"type": "ERROR", "object": errors.expired(str(e)).body}) + b"\n"]
             return 200, b"".join(first), None
-        self.store.watches.add(w)
+        self.store.watches[w] = None
         stream = _Stream(self, w, first, self.clock.monotonic() + timeout)
-        self.streams.add(stream)
+        self.streams[stream] = None
         return 200, b"", stream
 
     # -- the workload's own requests (an admin, not through the agent's faults) -----------------------------
@@ -263,7 +263,7 @@ class _Stream:
 
     def close(self) -> None:
         self.api.store.close_watch(self.w)
-        self.api.streams.discard(self)
+        self.api.streams.pop(self, None)
 
     async def pieces(self, idle_timeout: float | None) -> AsyncIterator[bytes]:
         for line in self.first:
