@@ -116,6 +116,7 @@ class _Object:
     stats: ContainerStats | None = None
     resources: LinuxResources | None = None  # as created, then as update_container_resources set them
     exited: asyncio.Event = field(default_factory=asyncio.Event)
+    summary: ObjectSummary | None = field(default=None, compare=False, repr=False)  # list_summaries' last
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,11 @@ def _append_log_file(obj: _Object, data: bytes) -> None:
 
 
 def _matches(labels: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
-    return all(labels.get(key) == value for key, value in (wanted or {}).items())
+    if wanted:
+        for key, value in wanted.items():
+            if labels.get(key) != value:
+                return False
+    return True
 
 
 _Subscriber = asyncio.Queue[ContainerEvent | BaseException]
@@ -531,10 +536,15 @@ class FakeRuntime:
 
     async def list_summaries(self) -> list[ObjectSummary]:
         await self._enter("list_summaries")
-        return [
-            ObjectSummary(obj.id, obj.pod.uid, _STATE_WORDS[obj.state], obj.is_sandbox, dict(obj.labels))
-            for obj in self._objects.values()
-        ]
+        # as the real runtimes' listings: the same (frozen) summary again while nothing it holds changed
+        out = []
+        for obj in self._objects.values():
+            word = _STATE_WORDS[obj.state]
+            summary = obj.summary
+            if summary is None or summary.state != word or summary.labels != obj.labels:
+                summary = obj.summary = ObjectSummary(obj.id, obj.pod.uid, word, obj.is_sandbox, dict(obj.labels))
+            out.append(summary)
+        return out
 
     # -- containers ---------------------------------------------------------------------------
 
