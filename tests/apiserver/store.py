@@ -136,7 +136,8 @@ class Store:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self._record(Change(self.rv, "DELETED", resource, obj, old))
-        return json_copy(obj)
+        out: Json = json_copy(obj)
+        return out
 
     def _write(self, resource: str, obj: Json, kind: str, old: Json | None) -> Json:
         self.rv += 1
@@ -147,7 +148,8 @@ class Store:
         stored = json_copy(obj)
         self._objects.setdefault(resource, {})[(md.get("namespace", ""), md["name"])] = stored
         self._record(Change(self.rv, kind, resource, stored, old))
-        return json_copy(stored)
+        out: Json = json_copy(stored)
+        return out
 
     def _record(self, change: Change) -> None:
         self._history.append(change)

@@ -95,10 +95,10 @@ class SimLoop(asyncio.SelectorEventLoop):
         """asyncio's BaseEventLoop._run_once (3.11) without the selector round trip, which never has an event here:
         drop cancelled timers, refuse to block (as `_NeverWait`), move the due timers to the ready queue, run what
         was ready. The same steps in the same order, so the same runs; a quarter of the loop's own cost."""
-        scheduled: list[Any] = self._scheduled  # type: ignore[attr-defined]
+        loop: Any = self  # asyncio's private state, as BaseEventLoop keeps it
+        scheduled: list[Any] = loop._scheduled
         n = len(scheduled)
-        if n > _MIN_SCHEDULED_TIMER_HANDLES and \
-                self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION:  # type: ignore[attr-defined]
+        if n > _MIN_SCHEDULED_TIMER_HANDLES and loop._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION:
             kept = []
             for handle in scheduled:
                 if handle._cancelled:
@@ -106,16 +106,16 @@ class SimLoop(asyncio.SelectorEventLoop):
                 else:
                     kept.append(handle)
             heapq.heapify(kept)
-            self._scheduled = scheduled = kept
-            self._timer_cancelled_count = 0
+            loop._scheduled = scheduled = kept
+            loop._timer_cancelled_count = 0
         else:
             while scheduled and scheduled[0]._cancelled:
-                self._timer_cancelled_count -= 1
+                loop._timer_cancelled_count -= 1
                 heapq.heappop(scheduled)._scheduled = False
-        if not ready and not self._stopping:  # type: ignore[attr-defined]
+        if not ready and not loop._stopping:
             if not scheduled or scheduled[0]._when > self.clock.monotonic():
                 raise Blocked("nothing is runnable and the simulation driver waits: the loop would block")
-        end_time = self.clock.monotonic() + self._clock_resolution  # type: ignore[attr-defined]
+        end_time = self.clock.monotonic() + loop._clock_resolution
         while scheduled:
             if scheduled[0]._when >= end_time:
                 break
