@@ -116,6 +116,7 @@ class _Object:
     stats: ContainerStats | None = None
     resources: LinuxResources | None = None  # as created, then as update_container_resources set them
     exited: asyncio.Event = field(default_factory=asyncio.Event)
+    summary: ObjectSummary | None = field(default=None, compare=False, repr=False)  # list_summaries' last
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,11 @@ def _append_log_file(obj: _Object, data: bytes) -> None:
 
 
 def _matches(labels: Mapping[str, str], wanted: Mapping[str, str] | None) -> bool:
-    return all(labels.get(key) == value for key, value in (wanted or {}).items())
+    if wanted:
+        for key, value in wanted.items():
+            if labels.get(key) != value:
+                return False
+    return True
 
 
 _Subscriber = asyncio.Queue[ContainerEvent | BaseException]
@@ -187,10 +192,10 @@ _Subscriber = asyncio.Queue[ContainerEvent | BaseException]
 class _EventStream:
     """One subscriber's events; subscribed on creation, so nothing between events() and the first read is lost."""
 
-    def __init__(self, subscribers: set[_Subscriber]) -> None:
+    def __init__(self, subscribers: dict[_Subscriber, None]) -> None:
         self._subscribers = subscribers
         self._queue: _Subscriber = asyncio.Queue()
-        subscribers.add(self._queue)
+        subscribers[self._queue] = None
 
     def __aiter__(self) -> _EventStream:
         return self
@@ -202,7 +207,7 @@ class _EventStream:
         return item
 
     async def aclose(self) -> None:
-        self._subscribers.discard(self._queue)
+        self._subscribers.pop(self._queue, None)
 
 
 class FakeRuntime:
@@ -231,7 +236,8 @@ class FakeRuntime:
         self._exec: dict[str, ExecHandler] = {}
         self._failures: dict[str, list[_Failure]] = {}
         self._gates: dict[str, list[Gate]] = {}
-        self._subscribers: set[_Subscriber] = set()
+        # in subscription order (a set would deliver in memory-address order, which varies from run to run)
+        self._subscribers: dict[_Subscriber, None] = {}
         self._ids = itertools.count(1)
         for image in (pause_image, *images):
             self.add_image(image)
@@ -437,8 +443,7 @@ class FakeRuntime:
 
     async def close(self) -> None:
         self.closed = True
-        for queue in list(self._subscribers):
-            self._subscribers.discard(queue)
+        self._subscribers.clear()
 
     # -- sandboxes ----------------------------------------------------------------------------
 
@@ -531,10 +536,15 @@ class FakeRuntime:
 
     async def list_summaries(self) -> list[ObjectSummary]:
         await self._enter("list_summaries")
-        return [
-            ObjectSummary(obj.id, obj.pod.uid, _STATE_WORDS[obj.state], obj.is_sandbox, dict(obj.labels))
-            for obj in self._objects.values()
-        ]
+        # as the real runtimes' listings: the same (frozen) summary again while nothing it holds changed
+        out = []
+        for obj in self._objects.values():
+            word = _STATE_WORDS[obj.state]
+            summary = obj.summary
+            if summary is None or summary.state != word or summary.labels != obj.labels:
+                summary = obj.summary = ObjectSummary(obj.id, obj.pod.uid, word, obj.is_sandbox, dict(obj.labels))
+            out.append(summary)
+        return out
 
     # -- containers ---------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ families are rendered by `minikubelet.metrics_text`. See docs/decisions.md.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -317,8 +318,10 @@ class Gauge(_Family[_GaugeChild]):
         self._only().set_function(f)
 
 
+@functools.lru_cache(maxsize=1024)
 def go_bound(bound: float) -> str:
-    """A bucket's `le` as prometheus_client writes it (Python's repr, Go's exponent from 1e7 up)."""
+    """A bucket's `le` as prometheus_client writes it (Python's repr, Go's exponent from 1e7 up). Cached: every
+    histogram child names its few bounds again."""
     if bound == INF:
         return "+Inf"
     text = repr(float(bound))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import struct
@@ -29,6 +30,8 @@ class QuantityError(ValueError):
 
 def parse_quantity(value: object) -> Fraction:
     """Parse a quantity the way the API server does; raises QuantityError on anything else."""
+    if type(value) is str:
+        return _parse_text(value)
     if isinstance(value, bool):
         raise QuantityError(f"quantities must match the regular expression, got {value!r}")
     if isinstance(value, int):
@@ -39,6 +42,12 @@ def parse_quantity(value: object) -> Fraction:
         return Fraction(str(value))
     if not isinstance(value, str):
         raise QuantityError(f"quantity must be a string or number, got {type(value).__name__}")
+    return _parse_text(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_text(value: str) -> Fraction:
+    """Cached: a pod's few quantity strings are parsed again at every sync (a Fraction is immutable)."""
     m = _QUANTITY.match(value.strip())
     if not m or value != value.strip():
         raise QuantityError(f"quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}")
@@ -72,6 +81,18 @@ def format_quantity(value: Fraction, binary: bool = False) -> str:
     """A quantity's canonical string, as resource.Quantity.String prints it: binary (`64Mi`) for a whole
     number of bytes of at least 1024 in BinarySI, otherwise the largest decimal suffix that keeps an
     integer mantissa (`100m`, `2`, `1k`); below a nano it is rounded up to one, as Quantity does."""
+    if type(value) is Fraction:
+        return _format_fraction(value, bool(binary))
+    return _format(value, binary)
+
+
+@functools.lru_cache(maxsize=4096)
+def _format_fraction(value: Fraction, binary: bool) -> str:
+    """Cached: every status renders the same few requests and limits again."""
+    return _format(value, binary)
+
+
+def _format(value: Fraction, binary: bool) -> str:
     if value == 0:
         return "0"
     if binary and value.denominator == 1 and abs(value) >= 1024:

@@ -7,7 +7,6 @@ Ready conditions) and returns the node events the conditions' transitions call f
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -230,11 +229,10 @@ def set_node_status(node: Json, inputs: NodeStatusInputs, now: float) -> list[tu
 
 
 def _without_heartbeats(status: Json) -> Json:
-    out = copy.deepcopy(status)
+    """For comparison only: shares everything with `status` but the conditions (no deep copy)."""
+    out = dict(status)
     conditions = sorted(out.pop("conditions", None) or [], key=lambda c: str(c.get("type")))
-    for c in conditions:
-        c.pop("lastHeartbeatTime", None)
-    out["conditions"] = conditions
+    out["conditions"] = [{k: v for k, v in c.items() if k != "lastHeartbeatTime"} for c in conditions]
     return out
 
 

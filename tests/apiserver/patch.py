@@ -5,10 +5,10 @@ with the Go struct tags the schema is generated from.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from tests.apiserver.openapi import Json, Schemas
+from tests.apiserver.store import json_copy
 
 _ORDER = "$setElementOrder/"
 _DELETE_PRIMITIVE = "$deleteFromPrimitiveList/"
@@ -20,8 +20,8 @@ class PatchError(ValueError):
 
 def json_merge(original: Any, patch: Any) -> Any:
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = copy.deepcopy(original) if isinstance(original, dict) else {}
+        return json_copy(patch)
+    out = json_copy(original) if isinstance(original, dict) else {}
     for key, value in patch.items():
         if value is None:
             out.pop(key, None)
@@ -33,13 +33,13 @@ def json_merge(original: Any, patch: Any) -> Any:
 def strategic_merge(original: Json, patch: Json, schema: Json, schemas: Schemas) -> Json:
     if not isinstance(patch, dict):
         raise PatchError("strategic merge patch must be a JSON object")
-    return _merge_map(copy.deepcopy(original), patch, schemas.resolve(schema), schemas)
+    return _merge_map(json_copy(original), patch, schemas.resolve(schema), schemas)
 
 
 def _merge_map(original: Json, patch: Json, schema: Json, schemas: Schemas) -> Json:
     directive = patch.get("$patch")
     if directive == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: json_copy(v) for k, v in patch.items() if k != "$patch"}
     if directive not in (None, "merge"):
         raise PatchError(f"unknown patch type: {directive!r} in map")
     retain = patch.get("$retainKeys")
@@ -70,7 +70,7 @@ def _merge_map(original: Json, patch: Json, schema: Json, schemas: Schemas) -> J
             wanted = order if isinstance(order, list) else [v for v in value if not _is_delete(v)]
             original[key] = _normalize_order(merged, wanted, base, merge_key)
         else:
-            original[key] = _strip(copy.deepcopy(value))
+            original[key] = _strip(json_copy(value))
     if isinstance(retain, list):
         for key in list(original):
             if key not in retain:
@@ -83,7 +83,7 @@ def _merge_list(original: list[Any], patch: list[Any], schema: Json, schemas: Sc
     if merge_key is None:  # a set of primitives: union, original order first
         return original + [v for v in patch if v not in original]
     if any(isinstance(v, dict) and v.get("$patch") == "replace" for v in patch):
-        return [_strip(copy.deepcopy(v)) for v in patch if not (isinstance(v, dict) and v.get("$patch"))]
+        return [_strip(json_copy(v)) for v in patch if not (isinstance(v, dict) and v.get("$patch"))]
     item_schema = schemas.items(schema)
     out = list(original)
     for item in patch:

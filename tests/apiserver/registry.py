@@ -5,7 +5,6 @@ registry strategies, admission and preconditions a kubelet meets. HTTP lives in 
 from __future__ import annotations
 
 import base64
-import copy
 import datetime
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,7 @@ from tests.apiserver import admission, errors, openapi, pod_resize, pods, servic
 from tests.apiserver.auth import User
 from tests.apiserver.patch import PatchError, json_merge, strategic_merge
 from tests.apiserver.resources import ZERO, Resource, resource
-from tests.apiserver.store import Store, TooOld, now_rfc3339
+from tests.apiserver.store import Store, TooOld, json_copy, now_rfc3339
 
 Json = dict[str, Any]
 _STATUS_RESET_ON_MAIN = {"pods", "nodes", "services", "namespaces", "certificatesigningrequests",
@@ -133,7 +132,7 @@ class Registry:
     def create(self, user: User, res: Resource, ns: str, body: Json, path: str) -> WriteResult:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request was in an unknown format")
-        obj = typed(res, copy.deepcopy(body))
+        obj = typed(res, json_copy(body))
         warnings = self.decode(user, "create", path, res, obj)
         md = obj.setdefault("metadata", {})
         if res.namespaced:
@@ -174,7 +173,7 @@ class Registry:
             if not any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints):
                 taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
             # Go prints these structs even when empty; clients see them in every response.
-            obj["status"] = json_merge(copy.deepcopy(ZERO["Node"]["status"]), obj.get("status") or {})
+            obj["status"] = json_merge(json_copy(ZERO["Node"]["status"]), obj.get("status") or {})
         elif res.plural == "leases":
             if node is not None and (reason := admission.lease(node, obj["metadata"]["namespace"], name)):
                 raise errors.forbidden(res, name, reason)
@@ -203,7 +202,7 @@ class Registry:
     def update(self, user: User, res: Resource, ns: str, name: str, body: Json, sub: str, path: str) -> WriteResult:
         if not isinstance(body, dict):
             raise errors.bad_request("the body of the request was in an unknown format")
-        new = typed(res, copy.deepcopy(body))
+        new = typed(res, json_copy(body))
         warnings = self.decode(user, "update", path, res, new)
         md = new.setdefault("metadata", {})
         if md.get("name") and md["name"] != name:
@@ -267,7 +266,7 @@ class Registry:
             if causes := pods.validate_ephemeral_update(new, old):
                 raise errors.invalid(res, name, causes)
         elif sub in ("status", "approval"):
-            kept = copy.deepcopy(old)
+            kept = json_copy(old)
             kept["metadata"] = md
             if res.plural == "pods":
                 md["ownerReferences"] = old["metadata"].get("ownerReferences")

@@ -204,7 +204,7 @@ class Workloads:
         queue: asyncio.Queue[tuple[str, Json] | None] = asyncio.Queue()
         for plural in ("pods", "nodes", *PLURALS):
             watch = Watch(plural, None, lambda _o: True, queue)
-            self.store.watches.add(watch)
+            self.store.watches[watch] = None
             self._watches.append(watch)
         self._task = asyncio.get_running_loop().create_task(self._run(queue))
 

@@ -73,6 +73,7 @@ class SimApi:
     def __init__(self, clock: FakeClock, seed: int) -> None:
         self.clock = clock
         self._uuids = random.Random(seed ^ 0x5EED)
+        self._patches: list[tuple[Any, str, Any]] | None = None
         with self.deterministic():
             self.store = Store(history=HISTORY)
             self.registry = Registry(self.store, b"sim-ca")
@@ -83,7 +84,7 @@ class SimApi:
         self._unhung.set()
         self.conflicts = 0  # the next status writes answered 409 Conflict
         self.watch_delay = 0.0
-        self.streams: set[_Stream] = set()
+        self.streams: dict[_Stream, None] = {}  # in opening order, not memory-address order
         self.reachable_since = 0.0  # monotonic: the API has answered since then without a fault
         self.requests = 0
         self.expired = 0  # watches answered 410 Gone
@@ -92,16 +93,9 @@ class SimApi:
     @contextlib.contextmanager
     def deterministic(self) -> Iterator[None]:
         """The registry's timestamps on the simulation's clock and its uids from the seed."""
-        def now() -> str:
-            return _rfc3339(self.clock.now())
-
-        def later(seconds: int) -> str:
-            return _rfc3339(self.clock.now() + seconds)
-
-        rng = self._uuids
-        ids = type("Ids", (), {"uuid4": staticmethod(lambda: uuid.UUID(int=rng.getrandbits(128), version=4))})
-        patches = [(store, "now_rfc3339", now), (registry, "now_rfc3339", now), (registry, "_later", later),
-                   (store, "uuid", ids)]
+        patches = self._patches
+        if patches is None:
+            patches = self._patches = self._make_patches()
         saved = [(m, name, getattr(m, name)) for m, name, _v in patches]
         for m, name, value in patches:
             setattr(m, name, value)
@@ -110,6 +104,19 @@ class SimApi:
         finally:
             for m, name, value in saved:
                 setattr(m, name, value)
+
+    def _make_patches(self) -> list[tuple[Any, str, Any]]:
+        """Made once per run: a class per request cost more than the request's own work."""
+        def now() -> str:
+            return _rfc3339(self.clock.now())
+
+        def later(seconds: int) -> str:
+            return _rfc3339(self.clock.now() + seconds)
+
+        rng = self._uuids
+        ids = type("Ids", (), {"uuid4": staticmethod(lambda: uuid.UUID(int=rng.getrandbits(128), version=4))})
+        return [(store, "now_rfc3339", now), (registry, "now_rfc3339", now), (registry, "_later", later),
+                (store, "uuid", ids)]
 
     # -- faults -------------------------------------------------------------------------------------------
     @property
@@ -233,9 +240,9 @@ class SimApi:
             self.expired += 1
             first = [dumps({"type": "ERROR", "object": errors.expired(str(e)).body}) + b"\n"]
             return 200, b"".join(first), None
-        self.store.watches.add(w)
+        self.store.watches[w] = None
         stream = _Stream(self, w, first, self.clock.monotonic() + timeout)
-        self.streams.add(stream)
+        self.streams[stream] = None
         return 200, b"", stream
 
     # -- the workload's own requests (an admin, not through the agent's faults) -----------------------------
@@ -263,7 +270,7 @@ class _Stream:
 
     def close(self) -> None:
         self.api.store.close_watch(self.w)
-        self.api.streams.discard(self)
+        self.api.streams.pop(self, None)
 
     async def pieces(self, idle_timeout: float | None) -> AsyncIterator[bytes]:
         for line in self.first:

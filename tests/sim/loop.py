@@ -15,6 +15,10 @@ from typing import Any, cast
 
 from minikubelet.base.clock import FakeClock
 
+# asyncio.base_events' thresholds for pruning cancelled timers, which _run_ready keeps
+_MIN_SCHEDULED_TIMER_HANDLES: int = getattr(asyncio.base_events, "_MIN_SCHEDULED_TIMER_HANDLES", 100)
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION: float = getattr(asyncio.base_events, "_MIN_CANCELLED_TIMER_HANDLES_FRACTION", 0.5)
+
 
 class Livelock(Exception):
     """Tasks kept one another runnable at one virtual instant without ever becoming idle."""
@@ -82,7 +86,47 @@ class SimLoop(asyncio.SelectorEventLoop):
                 ready.clear()
                 ready.extend(handles)
             self.permuted += 1
-        super()._run_once()  # type: ignore[misc]
+        if self._debug:  # type: ignore[attr-defined]
+            super()._run_once()  # type: ignore[misc]
+            return
+        self._run_ready(ready)
+
+    def _run_ready(self, ready: deque[Any]) -> None:
+        """asyncio's BaseEventLoop._run_once (3.11) without the selector round trip, which never has an event here:
+        drop cancelled timers, refuse to block (as `_NeverWait`), move the due timers to the ready queue, run what
+        was ready. The same steps in the same order, so the same runs; a quarter of the loop's own cost."""
+        loop: Any = self  # asyncio's private state, as BaseEventLoop keeps it
+        scheduled: list[Any] = loop._scheduled
+        n = len(scheduled)
+        if n > _MIN_SCHEDULED_TIMER_HANDLES and loop._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION:
+            kept = []
+            for handle in scheduled:
+                if handle._cancelled:
+                    handle._scheduled = False
+                else:
+                    kept.append(handle)
+            heapq.heapify(kept)
+            loop._scheduled = scheduled = kept
+            loop._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0]._cancelled:
+                loop._timer_cancelled_count -= 1
+                heapq.heappop(scheduled)._scheduled = False
+        if not ready and not loop._stopping:
+            if not scheduled or scheduled[0]._when > self.clock.monotonic():
+                raise Blocked("nothing is runnable and the simulation driver waits: the loop would block")
+        end_time = self.clock.monotonic() + loop._clock_resolution
+        while scheduled:
+            if scheduled[0]._when >= end_time:
+                break
+            handle = heapq.heappop(scheduled)
+            handle._scheduled = False
+            ready.append(handle)
+        popleft = ready.popleft
+        for _ in range(len(ready)):
+            handle = popleft()
+            if not handle._cancelled:
+                handle._run()
 
     @property
     def ready(self) -> deque[Any]:

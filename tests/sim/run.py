@@ -205,8 +205,7 @@ class Sim:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for q in list(self.runtime._subscribers):
-            self.runtime._subscribers.discard(q)
+        self.runtime._subscribers.clear()
         self.shutting_down = None
         self.kill_overdue.clear()
         self.checker.agent_restarted()
