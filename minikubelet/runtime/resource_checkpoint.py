@@ -141,9 +141,14 @@ class PodResourceCheckpoint:
                     self._last = ""  # the next change writes everything again
                 log.error("writing the checkpoint failed", extra={"kv": {"path": self.path, "err": str(e)}})
 
+    @property
+    def writing(self) -> bool:
+        """A write is under way or waiting (write-behind only)."""
+        return self._writer is not None and not self._writer.done()
+
     async def durable(self) -> None:
         """Every change made so far is on disk (or its write failed, and said so)."""
-        while self._writer is not None and not self._writer.done():
+        while self._writer is not None and self.writing:
             await asyncio.shield(self._writer)
 
     def get(self, uid: str) -> PodResourceInfo | None:
