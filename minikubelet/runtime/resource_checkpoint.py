@@ -88,6 +88,9 @@ class PodResourceCheckpoint:
         self._write_behind = write_behind  # only inside a running event loop
         self._pending: str | None = None  # data not yet handed to a write
         self._writer: asyncio.Task[None] | None = None
+        self._changes = 0  # changes made so far (write-behind)
+        self._written = 0  # of those, the ones a finished write covered
+        self._wrote: asyncio.Event | None = None  # set (and replaced) when a write finishes
 
     def restore(self) -> None:
         try:
@@ -128,18 +131,29 @@ class PodResourceCheckpoint:
             self._last = data
             return
         self._last = self._pending = data
+        self._changes += 1
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write_pending(), name="checkpoint-write")
 
     async def _write_pending(self) -> None:
-        while (data := self._pending) is not None:
-            self._pending = None
-            try:
-                await asyncio.to_thread(_write, self.path, data)
-            except OSError as e:
-                if self._pending is None:
-                    self._last = ""  # the next change writes everything again
-                log.error("writing the checkpoint failed", extra={"kv": {"path": self.path, "err": str(e)}})
+        try:
+            while (data := self._pending) is not None:
+                self._pending, covers = None, self._changes
+                try:
+                    await asyncio.to_thread(_write, self.path, data)
+                except OSError as e:
+                    if self._pending is None:
+                        self._last = ""  # the next change writes everything again
+                    log.error("writing the checkpoint failed", extra={"kv": {"path": self.path, "err": str(e)}})
+                self._written = covers
+                self._wake_waiters()
+        finally:
+            self._wake_waiters()  # also when cancelled: `durable` returns once no write runs
+
+    def _wake_waiters(self) -> None:
+        if self._wrote is not None:
+            self._wrote.set()
+            self._wrote = None
 
     @property
     def writing(self) -> bool:
@@ -147,9 +161,13 @@ class PodResourceCheckpoint:
         return self._writer is not None and not self._writer.done()
 
     async def durable(self) -> None:
-        """Every change made so far is on disk (or its write failed, and said so)."""
-        while self._writer is not None and self.writing:
-            await asyncio.shield(self._writer)
+        """Every change made so far is on disk (or its write failed, and said so). Changes made later, by other
+        pods, are not waited for."""
+        wanted = self._changes
+        while self._written < wanted and self.writing:
+            if self._wrote is None:
+                self._wrote = asyncio.Event()
+            await self._wrote.wait()
 
     def get(self, uid: str) -> PodResourceInfo | None:
         info = self._entries.get(uid)

@@ -106,3 +106,37 @@ async def test_a_failed_write_behind_is_logged_and_written_again_by_the_next_cha
     reread = PodResourceCheckpoint(str(blocker / "state"))
     reread.restore()
     assert reread.container("u", "c") == {"requests": {"cpu": "1"}}
+
+
+async def test_durable_waits_for_the_changes_made_before_it_not_for_later_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pod's start waits for its own record, not for the records other pods made while it was written."""
+    import asyncio
+    import threading
+
+    import minikubelet.runtime.resource_checkpoint as rc
+
+    gates = [threading.Event(), threading.Event()]
+    started: list[str] = []
+    real_write = rc._write
+
+    def gated(path: str, data: str) -> None:
+        gates[len(started)].wait(10)
+        started.append(data)
+        real_write(path, data)
+
+    monkeypatch.setattr(rc, "_write", gated)
+    cp = PodResourceCheckpoint(str(tmp_path / "state"), write_behind=True)
+    cp.set_container("a", "c", {"requests": {"cpu": "1"}})
+    first = asyncio.create_task(cp.durable())
+    await asyncio.sleep(0.01)  # the first write is under way
+    cp.set_container("b", "c", {"requests": {"cpu": "2"}})  # waits for the next write
+    gates[0].set()
+    await asyncio.wait_for(first, 5)
+    assert cp.writing and len(started) == 1  # the second write has not run
+    gates[1].set()
+    await asyncio.wait_for(cp.durable(), 5)
+    assert not cp.writing and len(started) == 2
+    reread = PodResourceCheckpoint(str(tmp_path / "state"))
+    reread.restore()
+    assert sorted(reread.uids()) == ["a", "b"]
