@@ -38,7 +38,7 @@ from minikubelet.services.metrics import agent_metrics
 from minikubelet.services.node_shutdown import node_shutdown, pods_written
 from minikubelet.services.node_status_inputs import NodeStatusReader
 from minikubelet.services.pod_resize import PodResizeService
-from minikubelet.services.pod_sources import PodSources
+from minikubelet.services.pod_sources import PodSources, ProcessParser
 from minikubelet.services.pod_sync import PlegService, PodWorkersService
 from minikubelet.services.runtime_health import RuntimeHealth
 from minikubelet.services.servers import KubeletApiServer, PlainServers
@@ -71,7 +71,7 @@ log = logging.getLogger("minikubelet.agent")
 class Agent:
     def __init__(self, config: KubeletConfig, runtime: Runtime, clock: Clock | None = None,
                  node_ip: str = "", probes: ProbeSource | None = None, cgroups: CgroupSource | None = None,
-                 probe_registry: Any = None) -> None:
+                 probe_registry: Any = None, parser: ProcessParser | None = None) -> None:
         self.config = config
         # The unwrapped runtime: interactive exec is an optional capability the wrappers do not forward.
         self.streaming = runtime if isinstance(runtime, StreamingRuntime) else None
@@ -138,7 +138,7 @@ class Agent:
         self.pod_config = PodConfig(self.manager.handle)
         self.health_check = RuntimeHealth(runtime, clock, self.pleg, lambda: workers.wake_all(urgent=True))
         self.sources = PodSources(config, self.node_name, clock, metrics, self._set_source_pods,
-                                  hk.stop_orphans_once_sources_seen)
+                                  hk.stop_orphans_once_sources_seen, parser)
         hk.manager, hk.cgroups, hk.sources_seen = self.manager, lambda: self.cgroups, self._sources_seen
         self.server = KubeletServer(self.statuses.pod_list, self.health_check.health, metrics.registry, recorder.list,
                                     self.probe_registry, pods_version=lambda: self.statuses.version, http=metrics.http)

@@ -27,6 +27,7 @@ from minikubelet.node.tls_buffers import shrink_tls_read_buffers
 if TYPE_CHECKING:
     from cri.docker import DockerRuntime
     from cri.remote import RemoteRuntime
+    from minikubelet.sources.manifest_worker import ProcessParser
 
 log = logging.getLogger("minikubelet")
 
@@ -41,6 +42,28 @@ async def exit_on_contention(watch: ContentionWatch, stop: Callable[[], None]) -
 
 
 async def _run(config: KubeletConfig, node_ip: str, contention: ContentionWatch | None = None) -> int:
+    # The manifest parser's process starts before anything else: its interpreter start (100+ ms) then overlaps the
+    # agent's imports and the runtime's handshake instead of delaying the first static pod (docs/performance.md).
+    parser = await _early_parser(config)
+    try:
+        return await _run_agent(config, node_ip, contention, parser)
+    finally:
+        if parser is not None:
+            await parser.close()  # the static pod source closes it as well once it ran (a second close is a no-op)
+
+
+async def _early_parser(config: KubeletConfig) -> ProcessParser | None:
+    from minikubelet.sources.manifest_worker import ProcessParser
+
+    if not (config.static_pod_url or os.path.isdir(config.static_pod_path)):
+        return None
+    parser = ProcessParser()
+    await parser.prestart()
+    return parser
+
+
+async def _run_agent(config: KubeletConfig, node_ip: str, contention: ContentionWatch | None,
+                     parser: ProcessParser | None) -> int:
     from minikubelet.agent import Agent
 
     runtime: DockerRuntime | RemoteRuntime
@@ -60,7 +83,7 @@ async def _run(config: KubeletConfig, node_ip: str, contention: ContentionWatch 
     watcher: asyncio.Task[None] | None = None
     try:
         await runtime.connect()
-        agent = Agent(config, runtime, node_ip=node_ip)
+        agent = Agent(config, runtime, node_ip=node_ip, parser=parser)
         if contention is not None:
             # events since the lock was taken wait in the inotify queue; a stop during start-up takes effect
             # once the agent runs, as upstream's kubelet waits on its channel only after starting

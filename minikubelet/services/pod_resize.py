@@ -43,8 +43,9 @@ class PodResizeService(Service):
                 workers.update_pod(pod)
 
         self.conditions = ResizeConditions(clock, on_change=gauges)
-        allocated = PodResourceCheckpoint(os.path.join(config.root_dir, ALLOCATED_PODS_STATE))
-        self.actuated = PodResourceCheckpoint(os.path.join(config.root_dir, ACTUATED_PODS_STATE))
+        self.allocated = allocated = PodResourceCheckpoint(os.path.join(config.root_dir, ALLOCATED_PODS_STATE),
+                                                           write_behind=True)
+        self.actuated = PodResourceCheckpoint(os.path.join(config.root_dir, ACTUATED_PODS_STATE), write_behind=True)
         for checkpoint in (allocated, self.actuated):
             checkpoint.restore()
         self.allocation = AllocationManager(
@@ -59,6 +60,12 @@ class PodResizeService(Service):
         syncer.resizer = PodResize(runtime, None, self.actuated, metrics, config.cpu_cfs_quota,
                                    int(config.cpu_cfs_quota_period * 1_000_000))
         syncer.on_resize_completed = lambda: self._retry(TRIGGER_POD_RESIZED)
+        syncer.durable = self.durable
+
+    async def durable(self) -> None:
+        """Both checkpoints on disk: what admission allocated and what the runtime was given."""
+        await self.allocated.durable()
+        await self.actuated.durable()
 
     def _retry(self, trigger: str) -> None:
         if self.allocation.has_pending_resizes():
@@ -66,3 +73,6 @@ class PodResizeService(Service):
 
     def loops(self) -> Sequence[Loop]:
         return [("pod-resize-retry", self.allocation.run)]
+
+    async def stop(self) -> None:
+        await self.durable()

@@ -13,7 +13,7 @@ from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.metrics import Metrics
 from minikubelet.services.service import Loop, Service
 from minikubelet.sources.file import StaticPodSource
-from minikubelet.sources.manifest_worker import ProcessParser
+from minikubelet.sources.manifest_worker import ProcessParser as ProcessParser  # re-exported: the agent takes one
 
 if TYPE_CHECKING:
     from minikubelet.sources.url import URLPodSource
@@ -23,8 +23,10 @@ class PodSources(Service):
     name = "pod-sources"
 
     def __init__(self, config: KubeletConfig, node_name: str, clock: Clock, metrics: Metrics,
-                 set_source_pods: Callable[[str, list[Pod]], None], after_first_sync: Callable[[], None]) -> None:
-        parser = ProcessParser()  # one parser process for both sources
+                 set_source_pods: Callable[[str, list[Pod]], None], after_first_sync: Callable[[], None],
+                 parser: ProcessParser | None = None) -> None:
+        """`parser`: one already started (the agent's start-up starts it first), else a new one."""
+        parser = parser or ProcessParser()  # one parser process for both sources
         self.static = StaticPodSource(config.static_pod_path, node_name, clock, metrics, set_source_pods,
                                       check_frequency=config.file_check_frequency, parser=parser)
         self.url: URLPodSource | None = None
@@ -38,7 +40,7 @@ class PodSources(Service):
 
     async def start(self) -> None:
         if self.url is not None or os.path.isdir(self.static.path):
-            await self.static.parser.prestart()
+            await self.static.parser.prestart()  # nothing to do when the agent's start-up started it
         await self.static.sync()
         if self.url is not None:
             await self.url.sync()

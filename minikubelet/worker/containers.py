@@ -110,7 +110,8 @@ class Containers:
         return ""
 
     def _record_actuated(self, view: PodView, c: ContainerView) -> None:
-        """upstream setActuatedContainerResources after the create: the container runs with its allocation."""
+        """upstream setActuatedContainerResources before the create: the container runs with its allocation. The
+        record is written behind, while the create runs, and is on disk before the start."""
         if self.actuated is None:
             return
         try:
@@ -216,14 +217,16 @@ class Containers:
         except OSError as e:
             message = f"create container log directory for container {name} failed: {e}"
             return self._fail_start(view, c, st, "CreateContainerConfigError", message, f"Error: {message}")
+        self._record_actuated(view, c)
         try:
             cid = await self._runtime.create_container(sandbox.id, cfg, scfg)
         except CreateContainerError as e:
             return self._fail_start(view, c, st, "CreateContainerError", str(e), f"Error: {e}")
         self._recorder.pod_event(pod, "Normal", ev.CREATED, "Container created", name)
-        self._record_actuated(view, c)
         if self.cgroups is not None:
             self.cgroups.container_created(view, cid)
+        if self.actuated is not None:
+            await self.actuated.durable()
         try:
             await self._runtime.start_container(cid)
         except (StartContainerError, NotFoundError) as e:

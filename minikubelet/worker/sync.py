@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from cri.errors import NotFoundError, RuntimeError_
@@ -85,6 +85,9 @@ class PodSyncer:
         self.resizer: PodResize | None = None
         self.on_resize_completed: Callable[[], None] | None = None
         self.explain: SyncExplainer | None = None  # records each sync's decision for `explain` (set by the agent)
+        # the resource checkpoints on disk (set by the agent): awaited before the runtime acts on a pod, as upstream
+        # writes them synchronously before (the allocation at admission, the actuated resources at a create)
+        self.durable: Callable[[], Awaitable[None]] | None = None
         self._worker_ended_at = 0.0  # clock.monotonic when a pod worker last ended: its runtime calls had too
 
     @property
@@ -210,6 +213,8 @@ class PodSyncer:
         """Carry out the actions. Returns the pod's runtime state afterwards when the runtime's answers give it
         exactly (a pod that had no container yet and whose starts all succeeded), else None: observe again."""
         uid = view.uid
+        if self.durable is not None:
+            await self.durable()
         if actions.kill_pod:
             await self.kill_pod(view, state, view.grace_period)
             if actions.create_sandbox and state.sandboxes:

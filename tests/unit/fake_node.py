@@ -19,6 +19,7 @@ from minikubelet.metrics import Metrics
 from minikubelet.pod.admission import MaxPodsAdmitHandler
 from minikubelet.pod.manager import PodManager
 from minikubelet.runtime.pleg import PLEG
+from minikubelet.runtime.resource_checkpoint import PodResourceCheckpoint
 from minikubelet.sources.merge import PodConfig
 from minikubelet.status.manager import StatusManager
 from minikubelet.worker.backoff import (
@@ -88,9 +89,21 @@ class FakeNode:
         self.manager.worker_finished(uid, pod)
 
     async def settle(self, rounds: int = 200) -> None:
-        """Let every task run until nothing is left to do at this (fake) instant."""
-        for _ in range(rounds):
-            await asyncio.sleep(0)
+        """Let every task run until nothing is left to do at this (fake) instant; a resource checkpoint's write (on a
+        thread, which a pod sync waits for before it acts) counts as something to do."""
+        while True:
+            for _ in range(rounds):
+                await asyncio.sleep(0)
+            writing = [c for c in self._checkpoints() if c.writing]
+            if not writing:
+                return
+            for checkpoint in writing:
+                await checkpoint.durable()
+
+    def _checkpoints(self) -> list[PodResourceCheckpoint]:
+        """The allocated and actuated records, once a resize service (tests/unit/pod/test_allocation.py) set them."""
+        allocation = self.manager.allocation
+        return [c for c in (allocation.state if allocation is not None else None, self.syncer.actuated) if c is not None]
 
     async def advance(self, seconds: float, step: float = 1.0) -> None:
         """Move the fake clock forward in steps, letting the workers act at each step."""
@@ -118,6 +131,8 @@ class FakeNode:
 
     async def close(self) -> None:
         await self.workers.shutdown()
+        for checkpoint in self._checkpoints():
+            await checkpoint.durable()
         self._pleg_task.cancel()
         await asyncio.gather(self._pleg_task, return_exceptions=True)
 

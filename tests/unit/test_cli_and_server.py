@@ -125,3 +125,26 @@ def test_the_kubelet_api_server_loads_no_aiohttp() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(out.splitlines()[-1]) == []
+
+
+async def test_run_starts_the_manifest_parser_before_the_agent(tmp_path: Path) -> None:
+    """`minikubelet run` starts the parser process first when it will parse manifests (a static pod directory or
+    a manifest URL), so its start-up is not on the first static pod's path; without either it starts none."""
+    from dataclasses import replace
+
+    from minikubelet.cli import _early_parser
+    from minikubelet.config.kubelet_config import KubeletConfig
+
+    assert await _early_parser(replace(KubeletConfig(), static_pod_path=str(tmp_path / "absent"))) is None
+    parser = await _early_parser(replace(KubeletConfig(), static_pod_path=str(tmp_path)))
+    assert parser is not None and parser.pid is not None and parser.started == 1
+    try:
+        pod = await parser.parse(b"apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+                                 b"  - {name: c, image: busybox}\n", "p.yaml", "node-1", None)
+        assert pod["metadata"]["name"] == "p-node-1" and parser.started == 1  # the worker already running
+    finally:
+        await parser.close()
+    url = await _early_parser(replace(KubeletConfig(), static_pod_path=str(tmp_path / "absent"),
+                                      static_pod_url="http://127.0.0.1:1/pods"))
+    assert url is not None
+    await url.close()

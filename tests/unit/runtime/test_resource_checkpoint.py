@@ -56,3 +56,87 @@ def test_a_corrupt_checkpoint_is_set_aside(tmp_path: Path, content: str, caplog:
     assert cp.uids() == []
     assert (tmp_path / "allocated_pods_state.corrupt").read_text() == content and not path.exists()
     assert "the checkpoint is corrupt" in caplog.text
+
+
+async def test_write_behind_changes_are_one_write_and_durable_when_awaited(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's checkpoints: changes made together (a batch of admitted pods) are one write off the event loop,
+    and `durable()` returns once the file holds every change made before it."""
+    import minikubelet.runtime.resource_checkpoint as rc
+
+    writes: list[str] = []
+    real_write = rc._write
+
+    def counted(path: str, data: str) -> None:
+        writes.append(data)
+        real_write(path, data)
+
+    monkeypatch.setattr(rc, "_write", counted)
+    path = tmp_path / "allocated_pods_state"
+    cp = PodResourceCheckpoint(str(path), write_behind=True)
+    for i in range(10):
+        cp.set_container(f"uid-{i}", "app", {"requests": {"cpu": f"{i + 1}00m"}})
+    assert not path.exists()  # nothing written on the caller's turn of the loop
+    await cp.durable()
+    assert len(writes) == 1
+    reread = PodResourceCheckpoint(str(path))
+    reread.restore()
+    assert sorted(reread.uids()) == sorted(f"uid-{i}" for i in range(10))
+    cp.set_container("uid-0", "app", {"requests": {"cpu": "1"}})
+    cp.remove("uid-9")
+    await cp.durable()
+    await cp.durable()  # nothing pending: returns at once
+    reread.restore()
+    assert reread.container("uid-0", "app") == {"requests": {"cpu": "1"}} and "uid-9" not in reread.uids()
+    assert len(writes) == 2
+
+
+async def test_a_failed_write_behind_is_logged_and_written_again_by_the_next_change(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    cp = PodResourceCheckpoint(str(blocker / "state"), write_behind=True)
+    cp.set_container("u", "c", {"requests": {"cpu": "1"}})
+    await cp.durable()  # the failure is the writer's to report; the caller goes on
+    assert "writing the checkpoint failed" in caplog.text
+    blocker.unlink()
+    blocker.mkdir()
+    cp.set_container("u", "d", {"requests": {"cpu": "2"}})
+    await cp.durable()
+    reread = PodResourceCheckpoint(str(blocker / "state"))
+    reread.restore()
+    assert reread.container("u", "c") == {"requests": {"cpu": "1"}}
+
+
+async def test_durable_waits_for_the_changes_made_before_it_not_for_later_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pod's start waits for its own record, not for the records other pods made while it was written."""
+    import asyncio
+    import threading
+
+    import minikubelet.runtime.resource_checkpoint as rc
+
+    gates = [threading.Event(), threading.Event()]
+    started: list[str] = []
+    real_write = rc._write
+
+    def gated(path: str, data: str) -> None:
+        gates[len(started)].wait(10)
+        started.append(data)
+        real_write(path, data)
+
+    monkeypatch.setattr(rc, "_write", gated)
+    cp = PodResourceCheckpoint(str(tmp_path / "state"), write_behind=True)
+    cp.set_container("a", "c", {"requests": {"cpu": "1"}})
+    first = asyncio.create_task(cp.durable())
+    await asyncio.sleep(0.01)  # the first write is under way
+    cp.set_container("b", "c", {"requests": {"cpu": "2"}})  # waits for the next write
+    gates[0].set()
+    await asyncio.wait_for(first, 5)
+    assert cp.writing and len(started) == 1  # the second write has not run
+    gates[1].set()
+    await asyncio.wait_for(cp.durable(), 5)
+    assert not cp.writing and len(started) == 2
+    reread = PodResourceCheckpoint(str(tmp_path / "state"))
+    reread.restore()
+    assert sorted(reread.uids()) == ["a", "b"]
