@@ -11,6 +11,9 @@ invariants (`final-delete`, `api-converges`), checked after every step.
     api-gone     the watch cache is compacted and the watches cut: the resume gets 410 Gone, the source relists
     api-conflict the next `b` pod status writes are answered 409 Conflict
     api-slow     watch events arrive `b` s late for the next 120 s
+    api-update   an admin patches a live pod: `b` 0 a label (no sync), 1 its first container's image (the
+                 container is restarted with it), 2 an activeDeadlineSeconds of 20 s (the pod fails with
+                 DeadlineExceeded once it has run that long)
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ NODE_STATUS_AGE = 1.5 * 300.0 + 30.0  # nodeStatusReportFrequency, jittered by u
 SLOW_FOR = 120.0
 API_SHARE = 0.35  # the chance an API event comes before each of the node's events
 WEIGHTS: dict[str, int] = {"api-create": 30, "api-delete": 16, "api-force": 5, "api-evict": 4, "api-down": 4,
-                           "api-hang": 3, "api-gone": 4, "api-conflict": 5, "api-slow": 3}
+                           "api-hang": 3, "api-gone": 4, "api-conflict": 5, "api-slow": 3, "api-update": 8}
 _KINDS = list(WEIGHTS)
 _CUM = [sum(list(WEIGHTS.values())[: i + 1]) for i in range(len(WEIGHTS))]
-_B = {"api-down": (5, 30, 90), "api-hang": (5, 40), "api-conflict": (1, 3), "api-slow": (2, 10)}
+_B = {"api-down": (5, 30, 90), "api-hang": (5, 40), "api-conflict": (1, 3), "api-slow": (2, 10),
+      "api-update": (0, 1, 2)}
+UPDATED_IMAGE = "busybox:1.37"
 
 
 def mix(seed: int, events: list[Event]) -> list[Event]:
@@ -117,6 +122,11 @@ class ApiWorld:
         elif ev.kind in ("api-delete", "api-force", "api-evict") and (pods := self._live()):
             pod = pods[ev.a % len(pods)]
             self._delete(pod, ev.kind)
+        elif ev.kind == "api-update" and (pods := self._live()):
+            # most API pods of a run end Failed (rejected, preempted, crashed under Never): a live one is the point
+            running = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
+            target = running or pods
+            self._update(target[ev.a % len(target)], ev.b)
         elif ev.kind in ("api-down", "api-hang"):
             api.outage(float(ev.b), hang=ev.kind == "api-hang")
         elif ev.kind == "api-gone":
@@ -132,6 +142,21 @@ class ApiWorld:
 
     def _live(self) -> list[Json]:
         return [p for _uid, p in sorted(self.api.pods().items()) if not p["metadata"].get("deletionTimestamp")]
+
+    def _update(self, pod: Json, how: int) -> None:
+        md = pod["metadata"]
+        path = f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}"
+        if how == 0:
+            patch: Json = {"metadata": {"labels": {"updated": str(int(self.clock.monotonic()))}}}
+        elif how == 1:
+            first = pod["spec"]["containers"][0]["name"]
+            patch = {"spec": {"containers": [{"name": first, "image": UPDATED_IMAGE}]}}
+            if pod["spec"]["containers"][0].get("image") != UPDATED_IMAGE:
+                self.checker.spec_changed(str(md["uid"]), first)
+        else:
+            patch = {"spec": {"activeDeadlineSeconds": 20}}
+            self.checker.deadlines.add(str(md["uid"]))
+        self.api.admin("PATCH", path, patch)
 
     def _delete(self, pod: Json, how: str) -> None:
         md = pod["metadata"]

@@ -148,6 +148,7 @@ class Checker:
     recounting: dict[tuple[str, str], str | None] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     killed_failed: set[str] = field(default_factory=set)  # Failed by a kill's reason, not yet by the runtime's
+    deadlines: set[str] = field(default_factory=set)  # pods given an activeDeadlineSeconds through the API
     # a violation seen inside a runtime call: raising there would only fail the agent's call, so it waits here
     pending: Violation | None = None
 
@@ -210,6 +211,11 @@ class Checker:
         b.delay = min(b.delay * 2, UPSTREAM_BACKOFF_MAX)
         b.last_update = now
 
+    def spec_changed(self, uid: str, name: str) -> None:
+        """The container's spec was changed through the API (its image): upstream's back-off key is the pod and
+        the container's spec hash (getStableKey), so the new spec starts on a fresh back-off."""
+        self.backoff.pop((uid, name), None)
+
     def on_exit(self, obj: _Object, vanished: bool) -> None:
         if obj.is_sandbox:
             return
@@ -249,12 +255,16 @@ class Checker:
         the sync began, else from the log files left (calcRestartCountByLogDir), and removeContainer took the
         removed one's log with it, so a start deferred to a later sync (the new sandbox's status failed, the agent
         restarted) counts from 0 while the status still shows the old count (seed 85)."""
-        if obj.is_sandbox or obj.annotations.get(ANNOTATION_CONTAINER_KIND) not in ("init", "sidecar"):
+        if obj.is_sandbox or any(not o.is_sandbox and o.pod.uid == obj.pod.uid and o.container.name == obj.container.name
+                                 for o in self.runtime.objects()):
             return
-        if any(not o.is_sandbox and o.pod.uid == obj.pod.uid and o.container.name == obj.container.name
-               for o in self.runtime.objects()):
-            return
-        self.removed_behind_agent(obj.pod.uid, obj.container.name)
+        runs = self.runs.get((obj.pod.uid, obj.container.name))
+        if runs and runs[-1].finished is not None:
+            # no exited instance is left for the next start to be judged by: upstream's doBackOff returns before it
+            # looks at (or advances) the back-off when the sync's pod status has none (seed 248)
+            runs[-1].vanished = True
+        if obj.annotations.get(ANNOTATION_CONTAINER_KIND) in ("init", "sidecar"):
+            self.removed_behind_agent(obj.pod.uid, obj.container.name)
 
     def agent_restarted(self) -> None:
         """The agent keeps back-off, a file pod's phase and its admission in memory (as upstream does for static

@@ -203,3 +203,41 @@ def test_a_pod_refused_after_a_restart_then_preempted_keeps_its_refusal() -> Non
               Event("create", 35488, 0, 30.0)]
     out = run_trace(205, events)
     assert out.violation is None, out.violation
+
+
+def test_a_container_whose_exited_instances_were_removed_restarts_without_back_off() -> None:
+    # seed 248 (backoff-schedule, checker; found with the api-update workload, fails on the workload before it
+    # too): the agent restarted, then removed every instance of a pod's containers; the next start of `run-1` found
+    # no exited instance, so upstream's doBackOff returned before it looked at or advanced the back-off, and the
+    # exit 0.2 s later was restarted at once. The checker created a back-off at that start.
+    events = [Event("api-create", 37126, 0, 0.0), Event("fail", 36424, 2, 1.0), Event("hang", 45141, 20, 2.0),
+              Event("api-create", 19917, 0, 0.0), Event("create", 21496, 1, 1.0), Event("api-create", 46390, 0, 10.0),
+              Event("exit", 55000, 0, 1.0), Event("hang", 53111, 1, 0.1), Event("pressure", 47629, 1, 5.0),
+              Event("delete", 2965, 0, 10.0), Event("create", 40972, 1, 0.0), Event("api-conflict", 62999, 3, 0.0),
+              Event("vanish", 677, 0, 10.0), Event("delete", 64131, 0, 2.0), Event("api-down", 51382, 30, 0.5),
+              Event("crash", 17950, 0, 5.0), Event("fail", 61461, 1, 10.0), Event("api-down", 6108, 30, 0.5),
+              Event("exit", 40018, 2, 5.0), Event("exit", 10803, -1, 0.1), Event("delete", 26742, 0, 30.0),
+              Event("delete", 29641, 0, 2.0), Event("api-create", 65352, 0, 2.0), Event("wait", 62369, 0, 1.0),
+              Event("api-create", 5704, 0, 10.0), Event("exit", 59617, -1, 30.0)]
+    out = run_trace(248, events)
+    assert out.violation is None, out.violation
+
+
+def test_an_evicted_pod_still_terminating_when_preempted_may_end_preempted() -> None:
+    # seed 21 (eviction-terminal, checker): a pod evicted under memory pressure was still terminating (its
+    # terminating sync failing and retried) when a static pod preempted it; upstream hands every terminating sync
+    # the last status function asked so far (acknowledgeTerminating), so the retry writes Preempting.
+    events = [Event("create", 5548, 1, 1.0), Event("create", 50857, 1, 30.0), Event("create", 41764, 1, 1.0),
+              Event("create", 22808, 0, 0.5), Event("fail", 21376, 5, 1.0), Event("pressure", 64344, 2, 0.0),
+              Event("exit", 63330, -1, 30.0), Event("create", 33813, 0, 2.0)]
+    out = run_trace(21, events)
+    assert out.violation is None, out.violation
+
+
+@pytest.mark.parametrize("seed", [29, 63, 72, 121, 232, 256])
+def test_pods_updated_through_the_api(seed: int) -> None:
+    # api-update's first runs: a container whose image changed restarts on a fresh back-off (upstream's back-off
+    # key holds the container's spec hash: seeds 29, 63, 121, 232, 256), and a pod whose active deadline passed
+    # while it was preempted may end DeadlineExceeded (seed 72)
+    out = run_seed(seed, 100)
+    assert out.violation is None, out.violation
