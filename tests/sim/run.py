@@ -105,7 +105,7 @@ class Sim:
         node = self.node
         # a pod refused after a restart, whose stand-in worker stops what it ran before, is active (under
         # termination) and may be picked: its status stays the refusal, nothing of it runs again either way
-        if node is not None and podview.uid(pod) in node.manager._rejected:
+        if node is not None and node.manager.rejected(podview.uid(pod)):
             return
         self.shapes.evict(pod, "evicted")
 
@@ -120,7 +120,7 @@ class Sim:
         # terminating sync the last status function asked so far (acknowledgeTerminating), so a retried sync
         # takes the preemption's (seed 21), one that succeeds keeps the reason it began with (seed 38).
         w = node.workers.get(podview.uid(pod)) if node is not None else None
-        if node is not None and podview.uid(pod) in node.manager._rejected:
+        if node is not None and node.manager.rejected(podview.uid(pod)):
             return
         if w is not None and w.lifecycle is PodLifecycle.TERMINATED:
             return
@@ -249,7 +249,7 @@ class Sim:
             raise self.shutdown_order.violation
         running = [p for p in node.manager.active_pods()
                    if (w := node.workers.get(podview.uid(p))) is not None and not w.terminating
-                   and podview.uid(p) not in node.manager._rejected]
+                   and not node.manager.rejected(podview.uid(p))]
         self.shapes.check(dict(statuses), running)
         api = self.api.check(node)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
