@@ -146,16 +146,13 @@ class PodManager:
         if uid in self._rejected:
             self._rejected.discard(uid)
             self._rejections.pop(uid, None)
-            if uid not in self.workers:
-                self.statuses.remove_pod(uid)
             if self.explain is not None:
                 self.explain.forget(uid)
-            return
         w = self.workers.get(uid)
         if w is None:
             self.statuses.remove_pod(uid)
             return
-        if not w.removed:
+        if not w.removed:  # a refused pod's stand-in worker (adopt_orphans) is removed from its start
             log.info("pod removed from source", extra={"kv": {"pod": podview.format_pod(w.pod)}})
             self.workers.remove_pod(uid)
 
