@@ -338,6 +338,13 @@ class FakeRuntime:
             raise NotFoundError(f"no container named {name}")
         return max(found, key=lambda obj: (obj.container.attempt, obj.created_at, int(obj.id, 16))).id
 
+    def stop_all(self) -> None:
+        """The engine went down without live-restore: every running container and sandbox is killed, with no
+        event (the stream goes down with the engine; `break_events`)."""
+        for obj in list(self._objects.values()):
+            if obj.state is ContainerState.RUNNING:
+                self._exit(obj, EXIT_KILLED, "", "", emit=False)
+
     # -- plumbing -----------------------------------------------------------------------------
 
     async def _enter(self, op: str, *args: Any) -> None:

@@ -146,7 +146,8 @@ class Agent:
         self.pod_network_errors: Callable[[], tuple[str, ...]] = lambda: ()  # joined, host-gw: its errors
         self.status_inputs = NodeStatusReader(
             config, runtime, conditions, self.node_name, self.host_ip, self.health_check, self.eviction.manager,
-            lambda: self.shutdown.errors() if self.shutdown is not None else (), lambda: self.pod_network_errors())
+            lambda: self.shutdown.errors() if self.shutdown is not None else (), lambda: self.pod_network_errors(),
+            clock)
         self.join: NodeJoin | None = None
         if config.kubeconfig or config.bootstrap_kubeconfig:
             from minikubelet.services.node_join import node_join  # the API client only on a joined node

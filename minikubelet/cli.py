@@ -53,9 +53,9 @@ async def _run(config: KubeletConfig, node_ip: str, contention: ContentionWatch 
 
 
 async def _early_parser(config: KubeletConfig) -> ProcessParser | None:
-    from minikubelet.sources.manifest_worker import ProcessParser
+    from minikubelet.sources.manifest_worker import ProcessParser, parser_wanted
 
-    if not (config.static_pod_url or os.path.isdir(config.static_pod_path)):
+    if not parser_wanted(config.static_pod_path, bool(config.static_pod_url)):
         return None
     parser = ProcessParser()
     await parser.prestart()

@@ -207,12 +207,31 @@ def local_storage_signal(message: str) -> str:
     return "ephemeralcontainerfs.limit"
 
 
+def _has_local_storage_limit(pod: Pod) -> bool:
+    """An emptyDir with a sizeLimit or a container with an ephemeral-storage limit, read off the raw spec: most
+    pods have neither, and the eviction manager asks for every pod every 10 s."""
+    spec = pod.get("spec")
+    if not isinstance(spec, dict):
+        return False
+    for v in spec.get("volumes") or ():
+        ed = v.get("emptyDir") if isinstance(v, dict) else None
+        if isinstance(ed, dict) and ed.get("sizeLimit") not in (None, ""):
+            return True
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or ():
+            res = c.get("resources") if isinstance(c, dict) else None
+            limits = res.get("limits") if isinstance(res, dict) else None
+            if isinstance(limits, dict) and RESOURCE_EPHEMERAL_STORAGE in limits:
+                return True
+    return False
+
+
 def local_storage_violation(pod: Pod, stats: Json | None, dedicated_image_fs: bool = False) -> str | None:
     """The message of the first local storage limit the pod exceeds (an emptyDir's sizeLimit, the pod's
     total ephemeral-storage limit, one container's limit), or None (upstream localStorageEviction). The pod's
     total counts writable layers always; a container's own limit counts its writable layer only when the
     image filesystem is the node's, as upstream's containerEphemeralStorageLimitEviction."""
-    if stats is None:
+    if stats is None or not _has_local_storage_limit(pod):
         return None
     view = PodView.of(pod)
     used = {str(v.get("name")): int(v.get("usedBytes", 0)) for v in stats.get("volume") or []}

@@ -146,16 +146,13 @@ class PodManager:
         if uid in self._rejected:
             self._rejected.discard(uid)
             self._rejections.pop(uid, None)
-            if uid not in self.workers:
-                self.statuses.remove_pod(uid)
             if self.explain is not None:
                 self.explain.forget(uid)
-            return
         w = self.workers.get(uid)
         if w is None:
             self.statuses.remove_pod(uid)
             return
-        if not w.removed:
+        if not w.removed:  # a refused pod's stand-in worker (adopt_orphans) is removed from its start
             log.info("pod removed from source", extra={"kv": {"pod": podview.format_pod(w.pod)}})
             self.workers.remove_pod(uid)
 
@@ -232,6 +229,12 @@ class PodManager:
         pod. A victim that overran is logged and left stopping: upstream admits the pod all the same."""
         try:
             for victim in victims:
+                vuid = podview.uid(victim)
+                if vuid not in self.desired and vuid not in self.workers:
+                    # removed from its source while an earlier victim stopped, before it ever ran here (it waited
+                    # behind an older pod of its name): nothing of it runs, and a worker made to kill it would
+                    # never be removed. Upstream's admission blocks its sync loop, so no removal comes between.
+                    continue
                 done = self.preempt(victim)
                 grace = (victim.get("spec") or {}).get("terminationGracePeriodSeconds")
                 await sleep_until_woken(self._clock, kill_timeout(grace if isinstance(grace, int) else 0), done)
@@ -277,6 +280,10 @@ class PodManager:
         """upstream isAdmittedPodTerminal: the source's phase or the status manager's is terminal."""
         ours = self.statuses.get_pod_status(uid)
         return _terminal_phase(pod) or (ours is not None and ours.get("phase") in TERMINAL_PHASES)
+
+    def rejected(self, uid: str) -> bool:
+        """Whether admission refused the pod (or found its phase already terminal) and it has not gone since."""
+        return uid in self._rejected
 
     def readmit(self, uid: str) -> None:
         """The Node was read again (or could not be): admit the pod against it, without another read."""

@@ -11,7 +11,9 @@ from fractions import Fraction
 from cgroups.allocatable import hard_eviction_reservation, parse_resource_list
 from cri.conditions import ConditionsRuntime, condition_errors
 from cri.runtime import Runtime
+from cri.types import Image
 from minikubelet import KUBERNETES_VERSION
+from minikubelet.base.clock import Clock
 from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.eviction.manager import EvictionManager
 from minikubelet.node.capacity import node_capacity
@@ -21,14 +23,40 @@ from minikubelet.services.runtime_health import RuntimeHealth
 
 log = logging.getLogger("minikubelet.agent")
 
+IMAGE_LIST_PERIOD = 30.0  # upstream realImageGCManager refreshes its image cache every 30 s; the setter reads it
+
+
+class ImageList:
+    """The runtime's images for the node status, listed again once the last list is 30 s old (the status is built
+    every 10 s); a failed list keeps the last one, as upstream's image cache does."""
+
+    def __init__(self, runtime: Runtime, clock: Clock) -> None:
+        self._runtime = runtime
+        self._clock = clock
+        self._images: list[Image] = []
+        self._listed_at: float | None = None
+
+    async def get(self) -> list[Image]:
+        now = self._clock.monotonic()
+        if self._listed_at is not None and now - self._listed_at < IMAGE_LIST_PERIOD:
+            return self._images
+        try:
+            self._images = await asyncio.wait_for(self._runtime.list_images(), timeout=10.0)
+        except Exception as e:
+            log.info("Failed to update image list", extra={"kv": {"err": str(e) or type(e).__name__}})
+        self._listed_at = now
+        return self._images
+
 
 class NodeStatusReader:
     """Called by the node status updater each time it builds the status."""
 
     def __init__(self, config: KubeletConfig, runtime: Runtime, conditions: ConditionsRuntime | None,
                  node_name: str, host_ip: str, health: RuntimeHealth, eviction: EvictionManager,
-                 shutdown_errors: Callable[[], tuple[str, ...]], network_errors: Callable[[], tuple[str, ...]]) -> None:
+                 shutdown_errors: Callable[[], tuple[str, ...]], network_errors: Callable[[], tuple[str, ...]],
+                 clock: Clock) -> None:
         self._config = config
+        self._images = ImageList(runtime, clock)
         self._runtime = runtime
         self._conditions = conditions
         self._node_name = node_name
@@ -54,10 +82,7 @@ class NodeStatusReader:
                 self._health.mark_ok()
         except Exception as e:
             log.warning("container runtime version failed", extra={"kv": {"err": str(e) or type(e).__name__}})
-        try:
-            images = await asyncio.wait_for(self._runtime.list_images(), timeout=10.0)
-        except Exception:
-            images = []
+        images = await self._images.get()
         capacity = {**node_capacity(cfg.root_dir, cfg.max_pods), **hugepages_capacity()}
         reservation: dict[str, Fraction] = {}
         for part in (parse_resource_list(cfg.kube_reserved), parse_resource_list(cfg.system_reserved),

@@ -3,7 +3,6 @@ start-up (after the runtime's first relist) and then watched."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -14,6 +13,7 @@ from minikubelet.metrics import Metrics
 from minikubelet.services.service import Loop, Service
 from minikubelet.sources.file import StaticPodSource
 from minikubelet.sources.manifest_worker import ProcessParser as ProcessParser  # re-exported: the agent takes one
+from minikubelet.sources.manifest_worker import parser_wanted
 
 if TYPE_CHECKING:
     from minikubelet.sources.url import URLPodSource
@@ -39,7 +39,7 @@ class PodSources(Service):
         self._after_first_sync = after_first_sync
 
     async def start(self) -> None:
-        if self.url is not None or os.path.isdir(self.static.path):
+        if parser_wanted(self.static.path, self.url is not None):
             await self.static.parser.prestart()  # nothing to do when the agent's start-up started it
         await self.static.sync()
         if self.url is not None:

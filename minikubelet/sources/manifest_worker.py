@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import marshal
+import os
 import sys
 from typing import Any, Protocol
 
@@ -32,6 +33,12 @@ log = logging.getLogger("minikubelet.static_pods")
 
 PARSE_TIMEOUT = 30.0
 IDLE_EXIT = 30.0
+
+
+def parser_wanted(static_pod_path: str, has_url: bool) -> bool:
+    """Whether the agent parses manifests at all: a static pod directory that exists, or a manifest URL. The
+    parser's process is then started before anything else, so the first pod does not wait for it."""
+    return has_url or os.path.isdir(static_pod_path)
 
 
 def pod_from_reply(reply: dict[str, Any]) -> StaticPod:

@@ -145,6 +145,9 @@ class PodStatusSync:
         # uids whose next write waits for the worker to finish: a terminal phase held back, the final DELETE
         self._awaiting_worker: set[str] = set()
         self._after_worker: set[str] = set()  # ... of which the prompt sync after termination ran (then: periodic)
+        # uid -> (the API pod's resourceVersion, our status version) last found to agree: needs_reconcile is a
+        # function of the two, asked for every pod every period
+        self._agreed: dict[str, tuple[str, int]] = {}
         self._wake = asyncio.Event()
         statuses.add_listener(self._changed)
 
@@ -155,6 +158,7 @@ class PodStatusSync:
             self._dirty.discard(uid)
             self._awaiting_worker.discard(uid)
             self._after_worker.discard(uid)
+            self._agreed.pop(uid, None)
             return
         self._dirty.add(uid)
         self._wake.set()
@@ -184,7 +188,7 @@ class PodStatusSync:
             uid = podview.uid(entry.pod)
             if self.needs_update(uid):
                 out.add(uid)
-            elif self.needs_reconcile(entry.pod, entry.status):
+            elif self.needs_reconcile(entry.pod, entry.status, entry.version):
                 self._api_versions.pop(uid, None)
                 out.add(uid)
         return out
@@ -201,15 +205,24 @@ class PodStatusSync:
         return self._api_versions.get(uid, -1) < entry.version or (uid in self._awaiting_worker
                                                                     and entry.finished)
 
-    def needs_reconcile(self, pod: Pod, status: Json) -> bool:
+    def needs_reconcile(self, pod: Pod, status: Json, version: int | None = None) -> bool:
         """upstream needsReconcile: the API pod's status as the source last sent it differs from ours in what
-        the kubelet writes (someone else changed it, or a write was lost)."""
+        the kubelet writes (someone else changed it, or a write was lost). `version`: our status's version; with
+        it, a pair found to agree is not compared again until either side changes."""
         api = self.source_pod(pod)
         if api is None:
             return False
+        rv = podview.meta(api).get("resourceVersion")
+        key = (rv, version) if isinstance(rv, str) and rv and version is not None else None
+        uid = podview.uid(pod)
+        if key is not None and self._agreed.get(uid) == key:
+            return False
         api_status = api.get("status")
-        return not status_by_kubelet_equal(normalize_status(api, api_status if isinstance(api_status, dict) else {}),
-                                           status)
+        differs = not status_by_kubelet_equal(
+            normalize_status(api, api_status if isinstance(api_status, dict) else {}), status)
+        if key is not None and not differs:
+            self._agreed[uid] = key
+        return differs
 
     async def sync_pod(self, uid: str) -> None:
         """One sync of one pod; errors are logged, the next period retries."""

@@ -46,8 +46,8 @@ INVARIANTS: dict[str, str] = {
     "sidecar-order": "a pod's regular containers first start only once its sidecars have started, and a sidecar is "
                      "stopped before the grace is up only once every running regular container was asked to stop",
     "eviction-terminal": "a pod the eviction manager or a preemption killed never starts a container again, and "
-                         "its phase is terminal within its grace + 180 s: Failed with reason Evicted (Preempting), or "
-                         "Succeeded if every container exited 0",
+                         "its phase is terminal within its grace + 180 s: Failed with reason Evicted (Preempting; "
+                         "Terminated if a node shutdown stopped it too), or Succeeded if every container exited 0",
     "shutdown-order": "in a node shutdown, a pod of a higher priority group is asked to stop only once every pod of "
                       "each lower group has stopped or that group's grace has passed",
     "final-delete": "every pod deleted through the API is gone from the API (the agent's final DELETE) within its "

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cri.errors import RuntimeError_
+from cri.errors import RuntimeError_, RuntimeUnavailableError
 from cri.fake import Gate, _Object
 from cri.types import ContainerState
 from minikubelet.base import podview
@@ -26,7 +26,7 @@ from tests.sim.pressure import Machine
 from tests.sim.shape_checks import ShapeChecker
 from tests.sim.shapes import ExecScript
 from tests.sim.shutdown import ShutdownOrder
-from tests.sim.workload import FAULT_OPS, HANG_OPS, IMAGE, Event, generate, pod_for, programs
+from tests.sim.workload import FAULT_OPS, HANG_OPS, IMAGE, RUNTIME_OPS, Event, generate, pod_for, programs
 from tests.unit.volumes.fake_mounter import FakeMounter
 
 MAX_PODS = 4
@@ -83,6 +83,7 @@ class Sim:
 
         self.runtime.on_start = on_start
         self.shutdown_order = ShutdownOrder(self.clock)
+        self.shapes.shutdown_killed = self.shutdown_order.killed
         self.shutting_down: asyncio.Task[None] | None = None  # the node shutdown's processing; then a reboot
         self.wanted: dict[str, Pod] = {}  # uid -> pod, in creation order
         self.created = 0
@@ -105,7 +106,7 @@ class Sim:
         node = self.node
         # a pod refused after a restart, whose stand-in worker stops what it ran before, is active (under
         # termination) and may be picked: its status stays the refusal, nothing of it runs again either way
-        if node is not None and podview.uid(pod) in node.manager._rejected:
+        if node is not None and node.manager.rejected(podview.uid(pod)):
             return
         self.shapes.evict(pod, "evicted")
 
@@ -120,7 +121,7 @@ class Sim:
         # terminating sync the last status function asked so far (acknowledgeTerminating), so a retried sync
         # takes the preemption's (seed 21), one that succeeds keeps the reason it began with (seed 38).
         w = node.workers.get(podview.uid(pod)) if node is not None else None
-        if node is not None and podview.uid(pod) in node.manager._rejected:
+        if node is not None and node.manager.rejected(podview.uid(pod)):
             return
         if w is not None and w.lifecycle is PodLifecycle.TERMINATED:
             return
@@ -177,6 +178,8 @@ class Sim:
             asyncio.get_running_loop().call_later(float(ev.b), gate.release)
         elif ev.kind == "crash":
             await self.crash()
+        elif ev.kind == "runtime-restart":
+            self._runtime_restart(float(ev.b), live_restore=ev.a % 2 == 0)
         elif ev.kind == "unhealthy" and (probed := self._probed()):
             self.script.unhealthy.add(probed[ev.a % len(probed)])
         elif ev.kind == "pressure":
@@ -188,6 +191,22 @@ class Sim:
                                                                         name="node-shutdown")
         elif ev.kind.startswith("api-"):
             self.api.apply(ev)
+
+    def _runtime_restart(self, down: float, live_restore: bool) -> None:
+        """The container runtime restarts: every call is refused for `down` seconds and the event stream breaks;
+        without live-restore (dockerd's default) every container and sandbox is killed with it. containerd keeps
+        its shims, so its containers live on (`live_restore`)."""
+        end = self.clock.monotonic() + down
+        exc = RuntimeUnavailableError("Cannot connect to the container runtime: it is restarting")
+
+        def down_now(*_args: object) -> bool:
+            return self.clock.monotonic() < end
+
+        for op in RUNTIME_OPS:
+            self.runtime.fail(op, exc, times=1 << 30, when=down_now)
+        if not live_restore:
+            self.runtime.stop_all()
+        self.runtime.break_events(exc)
 
     def _probed(self) -> list[str]:
         """Running containers with a liveness probe."""
@@ -249,7 +268,7 @@ class Sim:
             raise self.shutdown_order.violation
         running = [p for p in node.manager.active_pods()
                    if (w := node.workers.get(podview.uid(p))) is not None and not w.terminating
-                   and podview.uid(p) not in node.manager._rejected]
+                   and not node.manager.rejected(podview.uid(p))]
         self.shapes.check(dict(statuses), running)
         api = self.api.check(node)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "

@@ -11,6 +11,7 @@ from cri.fake import _Object
 from cri.types import ContainerState
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
+from minikubelet.nodeshutdown.groups import SHUTDOWN_REASON
 from minikubelet.worker.containers import MIN_GRACE
 from tests.sim.invariants import Checker, SimRuntime, Violation
 from tests.sim.shapes import ALLOCATABLE_CPU, ALLOCATABLE_MEMORY, ExecScript, is_sidecar, pod_requests
@@ -37,6 +38,7 @@ class ShapeChecker:
     probe_kills: dict[tuple[str, str], _Kill] = field(default_factory=dict)
     evicted: dict[str, tuple[str, float]] = field(default_factory=dict)  # uid -> (how, deadline for Failed)
     sandbox_starts: set[str] = field(default_factory=set)  # sandbox ids in which a regular container started
+    shutdown_killed: set[str] = field(default_factory=set)  # uids a node shutdown asked to stop (ShutdownOrder's)
 
     def __post_init__(self) -> None:
         self.runtime.on_stop = self.on_stop
@@ -139,9 +141,13 @@ class ShapeChecker:
             # as upstream's SyncTerminatingPod, the final status comes from what the runtime reports after the
             # kill: Succeeded when every container exited 0 (without the kill's reason), else Failed with it
             # a pod whose active deadline passed while it was killed may end with the deadline's reason: the last
-            # status function asked before a terminating sync wins, as for two kills (api-update's deadline)
+            # status function asked before a terminating sync wins, as for two kills (api-update's deadline), and
+            # so may a pod a node shutdown stopped while it was evicted or preempted (seed 21, with the runtime
+            # restarts: the shutdown manager's killPodFunc hands the terminating worker its status function)
             allowed = {REASONS[h] for h in how.split("+")} | ({"DeadlineExceeded"} if uid in self.checker.deadlines
                                                               else set())
+            if uid in self.shutdown_killed:
+                allowed.add(SHUTDOWN_REASON)
             if phase == "Failed" and reason not in allowed:
                 raise Violation("eviction-terminal", f"pod {uid} was {how}, it ends {phase}/{reason}")
             if mono > deadline and phase not in ("Failed", "Succeeded"):

@@ -234,6 +234,18 @@ def test_an_evicted_pod_still_terminating_when_preempted_may_end_preempted() -> 
     assert out.violation is None, out.violation
 
 
+def test_an_evicted_pod_a_node_shutdown_stops_too_may_end_terminated() -> None:
+    # seed 21 again, once runtime restarts were in the workload (eviction-terminal, checker): a pod evicted under
+    # memory pressure, its terminating sync failing and retried, was then stopped by a node shutdown; the shutdown
+    # manager's kill hands the terminating worker its own status function (reason Terminated), and upstream's
+    # last status function asked wins, as for two kills.
+    events = [Event("create", 5548, 1, 1.0), Event("exit", 4465, -1, 10.0), Event("create", 50857, 1, 30.0),
+              Event("fail", 21376, 5, 1.0), Event("pressure", 64344, 2, 0.0), Event("exit", 63330, -1, 30.0),
+              Event("create", 33813, 0, 2.0), Event("shutdown", 6475, 0, 30.0)]
+    out = run_trace(21, events)
+    assert out.violation is None, out.violation
+
+
 @pytest.mark.parametrize("seed", [29, 63, 72, 121, 232, 256])
 def test_pods_updated_through_the_api(seed: int) -> None:
     # api-update's first runs: a container whose image changed restarts on a fresh back-off (upstream's back-off

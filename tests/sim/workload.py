@@ -31,11 +31,17 @@ FAULT_OPS = ("run_pod_sandbox", "start_pod_sandbox", "create_container", "start_
              "remove_container", "stop_pod_sandbox", "remove_pod_sandbox", "list_summaries", "container_status",
              "list_containers", "pod_sandbox_status")
 HANG_OPS = ("run_pod_sandbox", "create_container", "start_container", "stop_container", "list_summaries")
+# every call the agent makes of the runtime: all refused while it restarts
+RUNTIME_OPS = (*FAULT_OPS, "container_logs", "container_stats", "exec_sync", "image_status", "list_images",
+               "list_pod_sandboxes", "pull_image", "remove_image", "runtime_config", "update_container_resources",
+               "version")
 
 
 @dataclass(frozen=True)
 class Event:
-    kind: str  # create | delete | exit | vanish | fail | hang | crash | wait | unhealthy | pressure | shutdown
+    # create | delete | exit | vanish | fail | hang | crash | wait | unhealthy | pressure | shutdown | runtime-restart
+    # (and the api-* events of tests/sim/api_workload.py)
+    kind: str
     a: int = 0
     b: int = 0
     dt: float = 0.0  # virtual seconds run after the event
@@ -46,7 +52,7 @@ class Event:
 
 # kind -> weight; crash is rare enough that most runs see a pod through its whole life
 WEIGHTS: dict[str, int] = {"create": 20, "delete": 12, "exit": 14, "vanish": 4, "fail": 8, "hang": 3, "crash": 2,
-                           "wait": 10, "unhealthy": 3, "pressure": 3, "shutdown": 1}
+                           "wait": 10, "unhealthy": 3, "pressure": 3, "shutdown": 1, "runtime-restart": 1}
 _KINDS = list(WEIGHTS)
 _CUM = [sum(list(WEIGHTS.values())[: i + 1]) for i in range(len(WEIGHTS))]
 
@@ -65,6 +71,8 @@ def generate(seed: int, steps: int) -> list[Event]:
             b = rng.choice((1, 5, 20, 60))  # how long the call hangs
         elif kind == "create":
             b = 0 if rng.random() < 0.15 else 1  # 0: the plain shape of the first traces (no probes, hooks...)
+        elif kind == "runtime-restart":
+            b = rng.choice((2, 10, 40))  # seconds the runtime refuses every call; `a` odd: without live-restore
         elif kind == "pressure":
             b = rng.randrange(7)  # which signal and how far: tests/sim/pressure.py LEVELS
         else:

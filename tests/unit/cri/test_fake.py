@@ -17,6 +17,7 @@ from cri.types import (
     ExecResult,
     PodMeta,
     PodSandboxConfig,
+    SandboxState,
 )
 from minikubelet.base.clock import FakeClock
 
@@ -207,6 +208,19 @@ async def test_vanish_with_and_without_events(rt: FakeRuntime) -> None:
     assert {s.id for s in await rt.list_summaries()} == {(await rt.list_pod_sandboxes())[0].id}
     with pytest.raises(NotFoundError):
         await rt.container_status(quiet)
+
+
+async def test_stop_all_kills_every_container_and_sandbox_without_events(rt: FakeRuntime) -> None:
+    """An engine going down without live-restore: everything running is killed, nothing removed, no event."""
+    events = rt.events()
+    app = await start(rt, "app")
+    rt.stop_all()
+    status = await rt.container_status(app)
+    assert status.state is ContainerState.EXITED and status.exit_code == 137
+    assert [s.state for s in await rt.list_pod_sandboxes()] == [SandboxState.NOTREADY]
+    rt.break_events()
+    seen = [e async for e in events]
+    assert seen and not [e for e in seen if e.type is ContainerEventType.STOPPED]
 
 
 async def test_container_id_lookup_and_stats(rt: FakeRuntime) -> None:

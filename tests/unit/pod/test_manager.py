@@ -431,3 +431,37 @@ async def test_a_preemption_whose_victim_outlasts_the_kill_timeout_admits_all_th
             node.events("v1")
     finally:
         await node.close()
+
+
+async def test_a_victim_removed_while_its_preemption_waits_is_not_brought_back_to_be_killed(tmp_path: Path) -> None:
+    """Simulator seed 127: a preemption's victim that waited behind an older pod of its name (no worker yet) and
+    was removed from its source before its turn got a worker of its own for the kill, which then lived for ever.
+    Its removal already took it out and nothing of it runs: there is nothing to kill."""
+    node = FakeNode(tmp_path)
+    try:
+        node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: initial_node(
+            "node-1", {}, (), {"cpu": Fraction(2), "memory": Fraction(4 << 30), "pods": Fraction(110)})))
+        node.runtime.program("app", Program(ignore_stop_signal=True))
+        victim = _api_pod("victim", "v1", "1", grace=5)
+        old = _api_pod("web", "w1", "1", grace=30)
+        node.config.set_source_pods("api", [victim, old])
+        await node.settle()
+        assert node.phase("v1") == "Running" and node.phase("w1") == "Running"
+        new = _api_pod("web", "w2", "1", grace=30)
+        for r in new["spec"]["containers"][0]["resources"].values():
+            r["memory"] = "64Mi"  # Guaranteed: preempted after v1 (Burstable)
+        node.config.set_source_pods("api", [victim, new])  # w1 stops within its 30 s; w2 waits behind it
+        await node.settle()
+        assert "w2" not in node.workers
+        node.config.set_source_pods("file", [make_pod(name="critical", uid="c1", containers=[{
+            "name": "app", "image": "busybox", "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "2"}}}])])
+        await node.settle()
+        assert ("Preempting", "Preempted in order to admit critical pod") in node.events("v1")
+        assert "w2" not in node.workers  # its turn comes once v1 has stopped
+        node.config.set_source_pods("api", [victim])  # w2 removed meanwhile
+        await node.settle()
+        await node.advance(6)
+        assert node.phase("c1") == "Running"
+        assert "w2" not in node.workers and node.statuses.get_pod_status("w2") is None
+    finally:
+        await node.close()

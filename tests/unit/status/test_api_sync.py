@@ -401,3 +401,30 @@ async def test_status_sync_duration_is_from_the_versions_making_to_its_write(
         assert metrics.registry.get_sample_value("kubelet_pod_status_sync_duration_seconds_sum") == 1.5
     finally:
         await client.close()
+
+
+async def test_reconcile_compares_again_once_either_side_changed(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    """The periodic sync asks needsReconcile for every pod; a pair found to agree is compared again only once
+    the API pod (its resourceVersion) or our status (its version) moved."""
+    statuses, sync, client, pod, source = await _with_source(api_server, tmp_path, set())
+    uid = pod["metadata"]["uid"]
+    admin = api_server.admin()
+    task = asyncio.create_task(sync.run())
+    try:
+        statuses.set_pod_status(pod, _status("Running", ready="True"))
+        await eventually(lambda: len(_writes(client)) == 1, what="Running written")
+        source[uid] = await admin.get("pods", "p", "default")
+        entry = statuses.statuses()[0]
+        assert not sync.needs_reconcile(entry.pod, entry.status, entry.version)
+        assert not sync.needs_reconcile(entry.pod, entry.status, entry.version)  # remembered
+        # ours moves on while the source has not seen it yet: compared again, and it differs
+        newer = _status("Running", ready="False")
+        assert sync.needs_reconcile(entry.pod, newer, entry.version + 1)
+        # the API pod moves on (another writer): compared again
+        drifted = {**_cond("Ready", "False"), "reason": "Tampered"}
+        await admin.patch("pods", "p", {"status": {"conditions": [drifted]}}, "default", sub="status")
+        source[uid] = await admin.get("pods", "p", "default")
+        assert sync.needs_reconcile(entry.pod, entry.status, entry.version)
+    finally:
+        task.cancel()
+        await client.close()
