@@ -44,6 +44,7 @@ from cri.types import (
     Image,
     LinuxResources,
     ObjectSummary,
+    PodMeta,
     PodSandboxConfig,
     PodSandboxStatus,
     RuntimeConfig,
@@ -153,32 +154,47 @@ class RemoteRuntime:
 
     async def run_pod_sandbox(self, config: PodSandboxConfig) -> str:
         meta = config.metadata
+        try:
+            request = pb.RunPodSandboxRequest(config=convert.sandbox_config(config))
+        except convert.ConfigError as exc:
+            raise CreateContainerError(str(exc)) from exc
         async with self._lock("sandbox", meta.uid, meta.name, meta.namespace, str(meta.attempt)):
-            listed = await call(self._channel.runtime.ListPodSandbox(pb.ListPodSandboxRequest(
-                filter=pb.PodSandboxFilter(label_selector={LABEL_POD_UID: meta.uid}))))
-            same = [s for s in listed.items if convert.pod_meta(s.metadata) == meta]
-            for sandbox in same:
-                if sandbox.state == pb.SANDBOX_READY:
-                    return sandbox.id
-            for sandbox in same:
-                # A dead sandbox's namespaces are gone; the only way forward is a fresh one (its name is free then).
-                await self.remove_pod_sandbox(sandbox.id)
             try:
-                request = pb.RunPodSandboxRequest(config=convert.sandbox_config(config))
-            except convert.ConfigError as exc:
-                raise CreateContainerError(str(exc)) from exc
-            resp = await self._create(self._channel.runtime.RunPodSandbox(request))
+                resp = await rpc(self._channel.runtime.RunPodSandbox(request))
+            except GRPCError as exc:
+                if not _answered(exc):
+                    raise _create_error(exc) from None
+                # The runtime refuses a name (pod, namespace, uid, attempt) that a sandbox holds: that one, when
+                # READY, is the answer; a dead one is replaced. Listed only then, not before every start.
+                ready, removed = await self._replace_same_sandboxes(meta)
+                if ready is not None:
+                    return ready
+                if not removed:
+                    raise _create_error(exc) from None
+                resp = await self._create(self._channel.runtime.RunPodSandbox(request))
             self._note(resp.pod_sandbox_id, 2, meta.uid, is_sandbox=True)
             return resp.pod_sandbox_id
+
+    async def _replace_same_sandboxes(self, meta: PodMeta) -> tuple[str | None, bool]:
+        """The READY sandbox of this metadata if there is one; otherwise the dead ones of it are removed (and
+        whether there were any)."""
+        listed = await call(self._channel.runtime.ListPodSandbox(pb.ListPodSandboxRequest(
+            filter=pb.PodSandboxFilter(label_selector={LABEL_POD_UID: meta.uid}))))
+        same = [s for s in listed.items if convert.pod_meta(s.metadata) == meta]
+        for sandbox in same:
+            if sandbox.state == pb.SANDBOX_READY:
+                return sandbox.id, False
+        for sandbox in same:
+            # A dead sandbox's namespaces are gone; the only way forward is a fresh one (its name is free then).
+            await self.remove_pod_sandbox(sandbox.id)
+        return None, bool(same)
 
     @staticmethod
     async def _create(request: Awaitable[T]) -> T:
         try:
             return await rpc(request)
         except GRPCError as exc:
-            if exc.status is Status.UNAVAILABLE:
-                raise RuntimeUnavailableError(exc.message or "unavailable") from None
-            raise CreateContainerError(details(exc)) from None
+            raise _create_error(exc) from None
 
     async def stop_pod_sandbox(self, sandbox_id: str) -> None:
         try:
@@ -231,17 +247,24 @@ class RemoteRuntime:
             raise CreateContainerError(str(exc)) from exc
         name = config.metadata.name
         async with self._lock("container", sandbox_id, name, str(config.metadata.attempt)):
-            listed = await call(self._channel.runtime.ListContainers(pb.ListContainersRequest(
-                filter=pb.ContainerFilter(pod_sandbox_id=sandbox_id, label_selector={LABEL_CONTAINER_NAME: name}))))
-            for existing in listed.containers:
-                if existing.metadata.attempt != config.metadata.attempt:
-                    continue
-                if dict(request.config.labels).items() <= dict(existing.labels).items():
-                    return existing.id
-                raise CreateContainerError(
-                    f'container name "{name}" attempt {config.metadata.attempt} is already in use by {existing.id} '
-                    f"in sandbox {sandbox_id} with other labels")
-            resp = await self._create(self._channel.runtime.CreateContainer(request))
+            try:
+                resp = await rpc(self._channel.runtime.CreateContainer(request))
+            except GRPCError as exc:
+                if not _answered(exc):
+                    raise _create_error(exc) from None
+                # As for sandboxes: the runtime refuses a name a container holds; listed only then.
+                listed = await call(self._channel.runtime.ListContainers(pb.ListContainersRequest(
+                    filter=pb.ContainerFilter(pod_sandbox_id=sandbox_id,
+                                              label_selector={LABEL_CONTAINER_NAME: name}))))
+                for existing in listed.containers:
+                    if existing.metadata.attempt != config.metadata.attempt:
+                        continue
+                    if dict(request.config.labels).items() <= dict(existing.labels).items():
+                        return existing.id
+                    raise CreateContainerError(
+                        f'container name "{name}" attempt {config.metadata.attempt} is already in use by '
+                        f"{existing.id} in sandbox {sandbox_id} with other labels") from None
+                raise _create_error(exc) from None
             self._note(resp.container_id, 1, sandbox_config.metadata.uid)
             return resp.container_id
 
@@ -426,6 +449,20 @@ def cgroup_driver_from_status(info: Mapping[str, str]) -> str:
     options = runtime.get("options") or {}
     systemd = options.get("SystemdCgroup", config.get("systemdCgroup", False))
     return "systemd" if systemd else "cgroupfs"
+
+
+# Failures of a call that the runtime did not answer: no connection, the client's own deadline or size cap.
+_UNANSWERED = frozenset({Status.UNAVAILABLE, Status.DEADLINE_EXCEEDED, Status.CANCELLED, Status.RESOURCE_EXHAUSTED})
+
+
+def _answered(exc: GRPCError) -> bool:
+    return exc.status not in _UNANSWERED
+
+
+def _create_error(exc: GRPCError) -> RuntimeError_:
+    if exc.status is Status.UNAVAILABLE:
+        return RuntimeUnavailableError(exc.message or "unavailable")
+    return CreateContainerError(details(exc))
 
 
 def _with_pid(status: ContainerStatus, info: Mapping[str, object]) -> ContainerStatus:

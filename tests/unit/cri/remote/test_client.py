@@ -6,55 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from grpclib.const import Cardinality, Handler, Status
+from grpclib.const import Status
 from grpclib.exceptions import GRPCError
-from grpclib.server import Server, Stream
+from grpclib.server import Stream
 from h2.connection import H2Connection
 
 from cri.errors import CreateContainerError, NotFoundError, RuntimeError_, RuntimeUnavailableError
 from cri.remote import RemoteRuntime
 from cri.remote.client import CLOSED_STREAMS_KEPT, MAX_MESSAGE_BYTES, Channel, call, rpc, server_stream
 from cri.remote.v1 import api_pb2 as pb
-
-Answer = Callable[[Stream[Any, Any]], Awaitable[None]]
-
-
-class PartialRuntime:
-    """A CRI RuntimeService answering only the methods a test gives it (the rest: UNIMPLEMENTED)."""
-
-    def __init__(self) -> None:
-        self.answers: dict[str, tuple[Cardinality, type[Any], type[Any], Answer]] = {}
-
-    def answer(self, method: str, request: type[Any], reply: type[Any], fn: Answer,
-               cardinality: Cardinality = Cardinality.UNARY_UNARY) -> None:
-        self.answers[method] = (cardinality, request, reply, fn)
-
-    def __mapping__(self) -> dict[str, Handler]:
-        return {f"/runtime.v1.RuntimeService/{name}": Handler(fn, cardinality, request, reply)
-                for name, (cardinality, request, reply, fn) in self.answers.items()}
-
-
-@pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[PartialRuntime, Callable[[], Awaitable[str]]]]:
-    runtime = PartialRuntime()
-    servers: list[Server] = []
-
-    async def start() -> str:
-        server = Server([runtime])
-        path = str(tmp_path / "cri.sock")
-        await server.start(path=path)
-        servers.append(server)
-        return f"unix://{path}"
-
-    yield runtime, start
-    for server in servers:
-        server.close()
-        await server.wait_closed()
+from tests.unit.cri.remote.partial_runtime import PartialRuntime
 
 
 async def test_a_missing_socket_is_unavailable(tmp_path: Path) -> None:
