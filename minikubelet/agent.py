@@ -175,7 +175,6 @@ class Agent:
         self.pod_config.set_source_pods(source, pods)
         if self.api_pods is not None:
             self.api_pods.mirrors.wake()
-        self.housekeeping.update_gauges_soon()
         self.housekeeping.stop_orphans_once_sources_seen()
 
     def _sources_seen(self) -> bool:

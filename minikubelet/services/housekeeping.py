@@ -112,7 +112,6 @@ class Housekeeping(Service):
         self.sources_seen: Callable[[], bool] = lambda: True
         self.orphans_pending = True
         self._trim: asyncio.TimerHandle | None = None
-        self._gauges: asyncio.Handle | None = None
 
     def _last_stats(self) -> Snapshot | None:
         try:
@@ -169,31 +168,16 @@ class Housekeeping(Service):
     async def stop(self) -> None:
         if self._trim is not None:
             self._trim.cancel()
-        if self._gauges is not None:
-            self._gauges.cancel()
         try:
             self.checkpoint.save()
         except OSError:
             pass
 
-    def update_gauges_soon(self) -> None:
-        """update_gauges once for the source updates of this loop iteration (a watch's burst of events, each of
-        which hands the merge the whole set) instead of once per update: its cost grows with the pods."""
-        if self._gauges is not None:
-            return
-        try:
-            self._gauges = asyncio.get_running_loop().call_soon(self._update_gauges_now)
-        except RuntimeError:  # no loop (a synchronous caller): at once
-            self.update_gauges()
-
-    def _update_gauges_now(self) -> None:
-        self._gauges = None
-        self.update_gauges()
-
     def update_gauges(self) -> None:
         """upstream HandlePodCleanups' restarts of wanted pods no worker knows, then its gauges: the pods the
         sources want, the active ones, the mirror pods and the pod workers by lifecycle and config (the running
-        pods and containers come from the PLEG's relist)."""
+        pods and containers come from the PLEG's relist). Every housekeeping period (2 s), as upstream: not on
+        each source update, where its cost, which grows with the pods, made a burst of N new pods cost N²."""
         if self.manager is not None:
             active = self.manager.active_pods()
             self.manager.restart_unknown(active)
