@@ -368,6 +368,11 @@ async def test_a_pod_refused_after_an_agent_restart_keeps_its_refusal_while_its_
         await successor.close()
 
 
+def _admit_against_two_cpus(node: FakeNode) -> None:
+    node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: initial_node(
+        "node-1", {}, (), {"cpu": Fraction(2), "memory": Fraction(4 << 30), "pods": Fraction(110)})))
+
+
 def _api_pod(name: str, uid: str, cpu: str, grace: int) -> Pod:
     p = make_pod(name=name, uid=uid, containers=[{"name": "app", "image": "busybox", "resources": {
         "requests": {"cpu": cpu}, "limits": {"cpu": cpu}}}], terminationGracePeriodSeconds=grace)
@@ -380,8 +385,7 @@ async def test_a_critical_pod_runs_only_once_the_pod_it_preempts_has_stopped(tmp
     ignores SIGTERM); pods that come meanwhile are admitted after the critical pod, in order."""
     node = FakeNode(tmp_path)
     try:
-        node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: initial_node(
-            "node-1", {}, (), {"cpu": Fraction(2), "memory": Fraction(4 << 30), "pods": Fraction(110)})))
+        _admit_against_two_cpus(node)
         node.runtime.program("app", Program(ignore_stop_signal=True))
         victim = _api_pod("victim", "v1", "1500m", grace=5)
         node.config.set_source_pods("api", [victim])
@@ -414,8 +418,7 @@ async def test_a_preemption_whose_victim_outlasts_the_kill_timeout_admits_all_th
     the critical pod is admitted anyway."""
     node = FakeNode(tmp_path)
     try:
-        node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: initial_node(
-            "node-1", {}, (), {"cpu": Fraction(2), "memory": Fraction(4 << 30), "pods": Fraction(110)})))
+        _admit_against_two_cpus(node)
         victim = _api_pod("victim", "v1", "1500m", grace=2)
         node.config.set_source_pods("api", [victim])
         await node.settle()
@@ -439,8 +442,7 @@ async def test_a_victim_removed_while_its_preemption_waits_is_not_brought_back_t
     Its removal already took it out and nothing of it runs: there is nothing to kill."""
     node = FakeNode(tmp_path)
     try:
-        node.manager.admit_handlers.append(PredicateAdmitHandler(lambda: initial_node(
-            "node-1", {}, (), {"cpu": Fraction(2), "memory": Fraction(4 << 30), "pods": Fraction(110)})))
+        _admit_against_two_cpus(node)
         node.runtime.program("app", Program(ignore_stop_signal=True))
         victim = _api_pod("victim", "v1", "1", grace=5)
         old = _api_pod("web", "w1", "1", grace=30)

@@ -5,6 +5,9 @@ pods, a terminal phase held back while containers may run, and the final DELETE 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ from minikubelet.kubeapi.rest import Json, RestClient
 from minikubelet.metrics import Metrics
 from minikubelet.status.api_sync import PodStatusSync, merge_pod_status
 from minikubelet.status.manager import StatusManager
-from tests.apiserver import ApiServer
+from tests.apiserver import ApiServer, Client
 from tests.apiserver.fixtures import api_server  # noqa: F401
 from tests.unit.kubeapi.helpers import client_for, eventually
 
@@ -267,67 +270,76 @@ async def _with_source(api: ApiServer, tmp_path: Path, terminated: set[str]) -> 
     return statuses, sync, client, pod, source
 
 
-async def test_an_unchanged_status_sends_nothing_a_changed_one_is_patched_at_once(
-        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
-    statuses, sync, client, pod, source = await _with_source(api_server, tmp_path, set())
+@dataclass
+class _Written:
+    """A running status sync whose pod's Running status the API server has, the API pod as its source last got it."""
+
+    statuses: StatusManager
+    sync: PodStatusSync
+    client: Recording
+    source: dict[str, dict[str, Any]]
+    uid: str
+    admin: Client
+
+
+@contextlib.asynccontextmanager
+async def _running_written(api: ApiServer, tmp_path: Path) -> AsyncIterator[_Written]:
+    statuses, sync, client, pod, source = await _with_source(api, tmp_path, set())
     uid = pod["metadata"]["uid"]
-    admin = api_server.admin()
+    admin = api.admin()
     task = asyncio.create_task(sync.run())
     try:
         statuses.set_pod_status(pod, _status("Running", ready="True"))
         await eventually(lambda: len(_writes(client)) == 1, what="Running written")
-        # our write comes back through the watch: a new object of the pod, which the worker's periodic
-        # resync hands to the status manager with the same status
         source[uid] = await admin.get("pods", "p", "default")
-        statuses.set_pod_status(source[uid], _status("Running", ready="True"))
-        assert statuses.pod_list()[0]["metadata"]["resourceVersion"] == source[uid]["metadata"]["resourceVersion"]
-        client.sent.clear()
-        await _periods(sync, 6)  # a minute idle
-        assert client.sent == []  # not even a GET
-        statuses.set_pod_status(source[uid], _status("Running", ready="False"))
-        await eventually(lambda: len(_writes(client)) == 1, what="the change PATCHed without waiting for a period")
-        assert [m for m, _, _ in client.sent] == ["GET", "PATCH"]
-        stored = await admin.get("pods", "p", "default")
-        assert {c["type"]: c["status"] for c in stored["status"]["conditions"]}["Ready"] == "False"
+        yield _Written(statuses, sync, client, source, uid, admin)
     finally:
         task.cancel()
         await client.close()
 
 
+async def test_an_unchanged_status_sends_nothing_a_changed_one_is_patched_at_once(
+        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    async with _running_written(api_server, tmp_path) as w:
+        # our write comes back through the watch: a new object of the pod, which the worker's periodic
+        # resync hands to the status manager with the same status
+        statuses, source, uid = w.statuses, w.source, w.uid
+        statuses.set_pod_status(source[uid], _status("Running", ready="True"))
+        assert statuses.pod_list()[0]["metadata"]["resourceVersion"] == source[uid]["metadata"]["resourceVersion"]
+        w.client.sent.clear()
+        await _periods(w.sync, 6)  # a minute idle
+        assert w.client.sent == []  # not even a GET
+        statuses.set_pod_status(source[uid], _status("Running", ready="False"))
+        await eventually(lambda: len(_writes(w.client)) == 1, what="the change PATCHed without waiting for a period")
+        assert [m for m, _, _ in w.client.sent] == ["GET", "PATCH"]
+        stored = await w.admin.get("pods", "p", "default")
+        assert {c["type"]: c["status"] for c in stored["status"]["conditions"]}["Ready"] == "False"
+
+
 async def test_reconcile_repairs_a_status_someone_else_changed(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
     """upstream needsReconcile: the API pod's status differs from ours in what the kubelet owns."""
-    statuses, sync, client, pod, source = await _with_source(api_server, tmp_path, set())
-    uid = pod["metadata"]["uid"]
-    admin = api_server.admin()
-    task = asyncio.create_task(sync.run())
-    try:
-        statuses.set_pod_status(pod, _status("Running", ready="True"))
-        await eventually(lambda: len(_writes(client)) == 1, what="Running written")
-        source[uid] = await admin.get("pods", "p", "default")
+    async with _running_written(api_server, tmp_path) as w:
+        admin, source, uid, client = w.admin, w.source, w.uid, w.client
         # a condition of another owner and its own times on ours are no drift
         await admin.patch("pods", "p", {"status": {"conditions": [_cond("x/gate", "True")]}}, "default", sub="status")
         source[uid] = await admin.get("pods", "p", "default")
         client.sent.clear()
-        await _periods(sync, 2)
+        await _periods(w.sync, 2)
         assert client.sent == []
         # someone else writes over the kubelet's Ready condition: the next periodic sync puts ours back
         drifted = {**_cond("Ready", "False"), "reason": "Tampered"}
         await admin.patch("pods", "p", {"status": {"conditions": [drifted]}}, "default", sub="status")
         source[uid] = await admin.get("pods", "p", "default")
-        assert sync.needs_reconcile(statuses.statuses()[0].pod, statuses.statuses()[0].status)
-        await _periods(sync, 1)
+        assert w.sync.needs_reconcile(w.statuses.statuses()[0].pod, w.statuses.statuses()[0].status)
+        await _periods(w.sync, 1)
         assert [m for m, _, _ in client.sent] == ["GET", "PATCH"]
         stored = await admin.get("pods", "p", "default")
         conditions = {c["type"]: c for c in stored["status"]["conditions"]}
         assert conditions["Ready"]["status"] == "True" and "reason" not in conditions["Ready"]
         assert conditions["x/gate"]["status"] == "True"
         source[uid] = stored
-        await _periods(sync, 2)  # repaired: quiet again
+        await _periods(w.sync, 2)  # repaired: quiet again
         assert [m for m, _, _ in client.sent] == ["GET", "PATCH"]
-    finally:
-        task.cancel()
-        await client.close()
-
 
 
 def test_merge_pod_status_sends_disruption_target_only_with_the_terminal_phase() -> None:
@@ -406,25 +418,14 @@ async def test_status_sync_duration_is_from_the_versions_making_to_its_write(
 async def test_reconcile_compares_again_once_either_side_changed(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
     """The periodic sync asks needsReconcile for every pod; a pair found to agree is compared again only once
     the API pod (its resourceVersion) or our status (its version) moved."""
-    statuses, sync, client, pod, source = await _with_source(api_server, tmp_path, set())
-    uid = pod["metadata"]["uid"]
-    admin = api_server.admin()
-    task = asyncio.create_task(sync.run())
-    try:
-        statuses.set_pod_status(pod, _status("Running", ready="True"))
-        await eventually(lambda: len(_writes(client)) == 1, what="Running written")
-        source[uid] = await admin.get("pods", "p", "default")
-        entry = statuses.statuses()[0]
-        assert not sync.needs_reconcile(entry.pod, entry.status, entry.version)
-        assert not sync.needs_reconcile(entry.pod, entry.status, entry.version)  # remembered
+    async with _running_written(api_server, tmp_path) as w:
+        entry = w.statuses.statuses()[0]
+        assert not w.sync.needs_reconcile(entry.pod, entry.status, entry.version)
+        assert not w.sync.needs_reconcile(entry.pod, entry.status, entry.version)  # remembered
         # ours moves on while the source has not seen it yet: compared again, and it differs
-        newer = _status("Running", ready="False")
-        assert sync.needs_reconcile(entry.pod, newer, entry.version + 1)
+        assert w.sync.needs_reconcile(entry.pod, _status("Running", ready="False"), entry.version + 1)
         # the API pod moves on (another writer): compared again
         drifted = {**_cond("Ready", "False"), "reason": "Tampered"}
-        await admin.patch("pods", "p", {"status": {"conditions": [drifted]}}, "default", sub="status")
-        source[uid] = await admin.get("pods", "p", "default")
-        assert sync.needs_reconcile(entry.pod, entry.status, entry.version)
-    finally:
-        task.cancel()
-        await client.close()
+        await w.admin.patch("pods", "p", {"status": {"conditions": [drifted]}}, "default", sub="status")
+        w.source[w.uid] = await w.admin.get("pods", "p", "default")
+        assert w.sync.needs_reconcile(entry.pod, entry.status, entry.version)
