@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cri.fake import FakeRuntime, _Object
-from cri.types import ANNOTATION_CONTAINER_KIND, ContainerState
+from cri.types import ANNOTATION_CONTAINER_KIND, ContainerState, LinuxResources
 from minikubelet.base.clock import FakeClock
 from minikubelet.worker.backoff import CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER
 
@@ -58,6 +58,12 @@ INVARIANTS: dict[str, str] = {
                    "leaseDurationSeconds (the node controller would mark the node NotReady)",
     "node-status-fresh": "once the API and the agent have run 60 s, the Node is registered and its Ready "
                          "condition's heartbeat is no older than 1.5 x nodeStatusReportFrequency + 30 s",
+    "resize-actuated": "a running container of a pod with no PodResizePending/PodResizeInProgress condition runs "
+                       "with its allocated cpu and memory (the runtime's values, read back as upstream does), and "
+                       "a status without those conditions reports what the runtime runs, never the spec",
+    "resize-restart": "an in-place resize changes a resource whose resizePolicy is RestartContainer only by "
+                      "restarting the container (never by UpdateContainerResources), so once done the instance "
+                      "that ran before no longer runs; NotRequired resources are changed by UpdateContainerResources",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",
@@ -104,7 +110,15 @@ class SimRuntime(FakeRuntime):
         self.on_stop: Callable[[_Object, float], None] = lambda _o, _t: None
         self.on_remove: Callable[[_Object], None] = lambda _o: None
         self.on_stop_exited: Callable[[_Object], None] = lambda _o: None
+        self.on_update: Callable[[_Object, LinuxResources | None], None] = lambda _o, _r: None
         self.vanishing = False
+
+    async def update_container_resources(self, container_id: str, resources: LinuxResources) -> None:
+        obj = self._find(container_id)
+        before = obj.resources if obj is not None else None
+        await super().update_container_resources(container_id, resources)
+        if obj is not None:
+            self.on_update(obj, before)
 
     async def remove_container(self, container_id: str) -> None:
         obj = self._find(container_id)
