@@ -56,7 +56,7 @@ _CUM = [sum(list(WEIGHTS.values())[: i + 1]) for i in range(len(WEIGHTS))]
 _B = {"api-down": (5, 30, 90), "api-hang": (5, 40), "api-conflict": (1, 3), "api-slow": (2, 10),
       "api-update": (0, 1, 2)}
 UPDATED_IMAGE = "busybox:1.37"
-RESIZE_SHARE = 0.15  # the chance an api-resize comes before each of the node's events
+RESIZE_SHARE = 0.3  # the chance an api-resize comes before each of the node's events
 RESIZES = (0, 0, 1, 2, 3, 3, 4, 5)
 SMALL = {"cpu": ("50m", "200m", "300m"), "memory": ("32Mi", "128Mi", "192Mi")}
 LARGE = {"cpu": ("1500m",), "memory": ("1536Mi",)}
@@ -198,9 +198,14 @@ class ApiWorld:
         self.api.admin("PATCH", path, patch)
 
     def _resizable(self) -> list[tuple[Json, int]]:
-        """(pod, container index) of each regular container with resources of a live pod not terminal."""
-        return [(p, i) for p in self._live() if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-                for i, c in enumerate(p["spec"]["containers"]) if (c.get("resources") or {}).get("requests")]
+        """(pod, container index) of each regular container with resources of a live pod not terminal; those the
+        API shows running if there are any (a resize of a container that does not run is only recorded)."""
+        out = [(p, i) for p in self._live() if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+               for i, c in enumerate(p["spec"]["containers"]) if (c.get("resources") or {}).get("requests")]
+        running = [(p, i) for p, i in out if any(
+            cs.get("name") == p["spec"]["containers"][i]["name"] and "running" in (cs.get("state") or {})
+            for cs in (p.get("status") or {}).get("containerStatuses") or [])]
+        return running or out
 
     def _resize(self, pod: Json, i: int, pick: int, how: int) -> None:
         md = pod["metadata"]

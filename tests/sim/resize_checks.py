@@ -77,6 +77,7 @@ class ResizeChecker:
     runtime: SimRuntime
     resized: dict[tuple[str, str], _Resized] = field(default_factory=dict)  # (uid, container) -> the last resize
     _allocated: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)  # as of the last step
+    _running: dict[tuple[str, str], str] = field(default_factory=dict)  # the running instance, as of the last step
     container_spec: Callable[[str, str], Json | None] = lambda _u, _n: None  # the pod's container, as desired
 
     def on_update(self, obj: _Object, before: LinuxResources | None) -> None:
@@ -91,6 +92,7 @@ class ResizeChecker:
 
     def agent_restarted(self) -> None:
         self._allocated.clear()
+        self._running.clear()
 
     def check(self, allocated: PodResourceCheckpoint, conditions: ResizeConditions,
               statuses: Mapping[str, Json], terminating: set[str]) -> None:
@@ -104,12 +106,12 @@ class ResizeChecker:
                 now_allocated[(uid, name)] = wanted_values(req)
         for key, want in now_allocated.items():
             before = self._allocated.get(key)
-            obj = running.get(key)
-            if before is not None and before != want and obj is not None:
+            ran = self._running.get(key)  # as of the last step: the resize may have been carried out since
+            if before is not None and before != want and ran is not None:
                 changed = {k.split(".")[1] for k in _differs(before, want) + _differs(want, before)}
-                self.resized[key] = _Resized(obj.id, bool(changed & restart_resources(
-                    self.container_spec(*key))))
+                self.resized[key] = _Resized(ran, bool(changed & restart_resources(self.container_spec(*key))))
         self._allocated = now_allocated
+        self._running = {key: obj.id for key, obj in running.items()}
         for key, obj in running.items():
             uid, name = key
             allocation = now_allocated.get(key)
