@@ -64,6 +64,8 @@ INVARIANTS: dict[str, str] = {
     "resize-restart": "an in-place resize changes a resource whose resizePolicy is RestartContainer only by "
                       "restarting the container (never by UpdateContainerResources), so once done the instance "
                       "that ran before no longer runs; NotRequired resources are changed by UpdateContainerResources",
+    "resize-completes": "a resize the agent allocated is carried out: the PodResizeInProgress condition of a pod "
+                        "whose worker is not terminating goes within 360 s",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",

@@ -20,6 +20,7 @@ from tests.sim.invariants import SimRuntime, Violation
 
 Json = dict[str, Any]
 RESIZE_CONDITIONS = ("PodResizePending", "PodResizeInProgress")
+RESIZE_BOUND = 360.0  # virtual seconds a resize may stay in progress: past the longest back-off (300 s) and hang
 MIN_SHARES = 2  # the kernel's smallest cpu.shares: a request below 2m cannot be read back
 
 
@@ -78,6 +79,7 @@ class ResizeChecker:
     resized: dict[tuple[str, str], _Resized] = field(default_factory=dict)  # (uid, container) -> the last resize
     _allocated: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)  # as of the last step
     _running: dict[tuple[str, str], str] = field(default_factory=dict)  # the running instance, as of the last step
+    _in_progress: dict[str, float] = field(default_factory=dict)  # uid -> since when it is PodResizeInProgress
     container_spec: Callable[[str, str], Json | None] = lambda _u, _n: None  # the pod's container, as desired
 
     def on_update(self, obj: _Object, before: LinuxResources | None) -> None:
@@ -90,7 +92,20 @@ class ResizeChecker:
                                               f"changed by UpdateContainerResources, its resizePolicy says "
                                               f"RestartContainer")
 
+    def in_progress_bound(self, conditions: ResizeConditions, uids: set[str], now: float) -> None:
+        """`resize-completes`: a PodResizeInProgress condition of a pod that runs (`uids`) goes within
+        RESIZE_BOUND of virtual time (every fault the workload injects is over by then)."""
+        for uid in sorted(uids):
+            if conditions.in_progress(uid) is None:
+                self._in_progress.pop(uid, None)
+                continue
+            since = self._in_progress.setdefault(uid, now)
+            if now - since > RESIZE_BOUND:
+                raise Violation("resize-completes", f"pod {uid}: PodResizeInProgress since {since:.1f} (now "
+                                                    f"{now:.1f}): {conditions.in_progress(uid)}")
+
     def agent_restarted(self) -> None:
+        self._in_progress.clear()
         self._allocated.clear()
         self._running.clear()
 

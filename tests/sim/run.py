@@ -272,6 +272,8 @@ class Sim:
         # statuses of this agent only: before its first sync of a pod its resize conditions are not known yet
         self.resizes.check(node.resize.allocated, node.resize.conditions, dict(statuses),
                            {u for u in workers if (w := node.workers.get(u)) is None or w.terminating})
+        self.resizes.in_progress_bound(node.resize.conditions, {u for u in workers if (w := node.workers.get(u))
+                                                               is not None and not w.terminating}, mono)
         api = self.api.check(node)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
                           f"{sorted((u, s.get('phase')) for u, s in statuses)} {api}")
