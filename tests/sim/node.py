@@ -73,6 +73,7 @@ class SimNode:
                  preempted: Callable[[Pod], None] = lambda _p: None,
                  shutdown_order: ShutdownOrder | None = None) -> None:
         self.root = root
+        self.mounter = mounter
         self.runtime = runtime
         self.clock = clock
         self.recorder = EventRecorder(clock, "node-1")
@@ -183,7 +184,8 @@ class SimNode:
 
     def sweep_orphans(self) -> None:
         known = set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())
-        cleanup_orphaned_pod_dirs(str(self.root), known)
+        # the machine's mounts are the FakeMounter's (the agent's sweep reads the host's mount table)
+        cleanup_orphaned_pod_dirs(str(self.root), known, self.mounter)
 
     async def _orphan_sweep(self) -> None:
         while True:

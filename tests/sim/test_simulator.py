@@ -251,3 +251,16 @@ def test_a_resize_without_pod_cgroups_is_carried_out() -> None:
     # reads and sets no pod cgroup config, and the containers are resized.
     out = run_trace(6, [Event("api-create", 78, 0, 30.0), Event("api-resize", 0, 0, 1.0), Event("wait", 0, 0, 400.0)])
     assert out.violation is None, out.violation
+
+
+def test_an_orphaned_pod_dirs_tmpfs_is_unmounted_on_the_simulated_machine() -> None:
+    # seed 100 (quiescence-clean, the harness's, minimal trace 7 events; fails on the tree before api-resize with a
+    # wait in its place): a static pod with a tmpfs emptyDir deleted while remove_pod_sandbox fails, then a node
+    # shutdown and the agent's restart; its pod dir became an orphan and the sim's sweep tore it down with the host's
+    # mount table, not the machine's (the FakeMounter), so the tmpfs stayed mounted. The sweep now gets the
+    # machine's mounter, as the agent's reads its own host's.
+    events = [Event("api-down", 54952, 90, 0.5), Event("create", 40554, 1, 1.0), Event("fail", 5095, 5, 0.5),
+              Event("delete", 4830, 0, 10.0), Event("exit", 45044, -1, 30.0), Event("shutdown", 30405, 0, 2.0),
+              Event("wait", 0, 0, 2.0)]
+    out = run_trace(100, events)
+    assert out.violation is None, out.violation
