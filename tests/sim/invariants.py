@@ -88,6 +88,7 @@ class _Run:
     finished: float | None = None
     vanished: bool = False
     stopped: bool = False  # the agent stopped it while it ran (a probe's kill, a failed postStart)
+    image: str = ""  # the image it ran: a new one is a new container spec
 
 
 @dataclass
@@ -199,18 +200,22 @@ class Checker:
                                                     f"starts at {self.clock.now():.1f}")
         if (uid, obj.container.name) in self.recounting:
             self.recounting[(uid, obj.container.name)] = obj.id
-        self._check_backoff(uid, obj.container.name)
+        self._check_backoff(uid, obj.container.name, obj.image)
 
-    def _check_backoff(self, uid: str, name: str) -> None:
+    def _check_backoff(self, uid: str, name: str, image: str = "") -> None:
         key = (uid, name)
         now = self.clock.now()
         runs = self.runs.setdefault(key, [])
         prev = runs[-1] if runs else None
+        if prev is not None and prev.image != image:
+            # a new spec (api-update's image, seen by the agent when its watch delivered it, maybe long after the
+            # patch): upstream's back-off key holds the spec hash (name and image), so it starts fresh
+            self.backoff.pop(key, None)
         if prev is not None and prev.stopped and prev.finished is not None and not prev.vanished:
             # upstream restarts a container it killed in the same sync, its back-off judged by the exit before
             # (doBackOff reads the first exited status the sync began with): none, or that older one
             prev = runs[-2] if len(runs) > 1 else None
-        runs.append(_Run(now))
+        runs.append(_Run(now, image=image))
         if prev is None:
             return
         if prev.finished is None or prev.vanished:

@@ -235,7 +235,7 @@ def test_an_evicted_pod_still_terminating_when_preempted_may_end_preempted() -> 
     assert out.violation is None, out.violation
 
 
-@pytest.mark.parametrize("seed", [29, 63, 72, 121, 232, 256])
+@pytest.mark.parametrize("seed", [29, 63, 72, 121, 232, 256, 409])
 def test_pods_updated_through_the_api(seed: int) -> None:
     # api-update's first runs: a container whose image changed restarts on a fresh back-off (upstream's back-off
     # key holds the container's spec hash: seeds 29, 63, 121, 232, 256), and a pod whose active deadline passed
@@ -263,4 +263,16 @@ def test_an_orphaned_pod_dirs_tmpfs_is_unmounted_on_the_simulated_machine() -> N
               Event("delete", 4830, 0, 10.0), Event("exit", 45044, -1, 30.0), Event("shutdown", 30405, 0, 2.0),
               Event("wait", 0, 0, 2.0)]
     out = run_trace(100, events)
+    assert out.violation is None, out.violation
+
+
+def test_a_new_image_seen_late_restarts_on_a_fresh_back_off() -> None:
+    # seed 373 (backoff-schedule, checker, minimal trace 4 events; fails on the tree before api-resize too; seed
+    # 409 the same): an image update reached the agent 10 s after the patch (a slow watch) while the old container
+    # crash-looped; the checker's fresh back-off began at the patch, so the old spec's exits counted against the
+    # new one. Upstream's back-off key holds the spec hash (name and image): the new back-off begins with the first
+    # instance of the new image, which is where the checker starts it now (`_Run.image`).
+    events = [Event("api-slow", 43253, 10, 10.0), Event("api-create", 2099, 0, 2.0), Event("api-update", 52270, 1, 0.0),
+              Event("create", 36558, 1, 10.0)]
+    out = run_trace(373, events)
     assert out.violation is None, out.violation
