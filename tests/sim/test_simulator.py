@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from minikubelet.base.clock import FakeClock
+from tests.sim import api_workload
 from tests.sim.loop import SimLoop
 from tests.sim.run import run_seed, run_trace
 from tests.sim.workload import Event
@@ -163,10 +164,12 @@ def test_an_init_container_purged_with_its_sandbox_may_count_its_restarts_from_z
     assert out.violation is None, out.violation
 
 
-def test_a_critical_pod_is_admitted_once_its_victims_kill_timed_out() -> None:
+def test_a_critical_pod_is_admitted_once_its_victims_kill_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
     # seed 168 (admitted-within-capacity, harness): three API pods and a static one fill the node; a static
     # (critical) pod preempts one whose stop_container hangs 60 s. upstream killPodNow gives up after 1.5 x grace
     # (at least 10 s) and the critical pod is admitted all the same while the victim still stops: five pods active.
+    # The API pods as the trace was drawn: without the cpu/memory api-resize gave them (two would not fit)
+    monkeypatch.setattr(api_workload, "_with_resources", lambda container, _rng: container)
     events = [Event("hang", 24153, 60, 5.0), Event("api-create", 13096, 0, 2.0), Event("api-create", 53928, 0, 10.0),
               Event("api-create", 43135, 0, 2.0), Event("create", 24935, 1, 1.0), Event("create", 2338, 1, 10.0)]
     out = run_trace(168, events)
