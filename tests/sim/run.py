@@ -200,6 +200,7 @@ class Sim:
         elif ev.kind == "shutdown" and self.shutting_down is None and node.started:
             # what logind's PrepareForShutdown(true) makes the manager do
             node.shutdown.shutting_down = True
+            self.shapes.shutdown_began()
             self.shutting_down = asyncio.get_running_loop().create_task(node.shutdown.process_shutdown(),
                                                                         name="node-shutdown")
         elif ev.kind.startswith("api-"):

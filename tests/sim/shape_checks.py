@@ -36,6 +36,7 @@ class ShapeChecker:
     stop_asked: set[str] = field(default_factory=set)  # container ids the agent asked to stop
     probe_kills: dict[tuple[str, str], _Kill] = field(default_factory=dict)
     evicted: dict[str, tuple[str, float]] = field(default_factory=dict)  # uid -> (how, deadline for Failed)
+    shut_down: set[str] = field(default_factory=set)  # evicted pods still there when a node shutdown began
     sandbox_starts: set[str] = field(default_factory=set)  # sandbox ids in which a regular container started
 
     def __post_init__(self) -> None:
@@ -108,6 +109,12 @@ class ShapeChecker:
         for key in [k for k in self.probe_kills if k[0] == uid]:
             del self.probe_kills[key]
 
+    def shutdown_began(self) -> None:
+        """A node shutdown kills every pod, those still stopping after an eviction or preemption too: upstream
+        hands a terminating sync the last status function asked (acknowledgeTerminating), so the shutdown's
+        Terminated may be their final reason (seed 577)."""
+        self.shut_down |= set(self.evicted)
+
     def agent_restarted(self, still_terminal: set[str]) -> None:
         """Probe kills and back-off start over; an evicted pod stays so only if its source shows it terminal
         (an API pod whose Failed status the API has): a static pod is admitted afresh, as upstream's."""
@@ -140,7 +147,8 @@ class ShapeChecker:
             # kill: Succeeded when every container exited 0 (without the kill's reason), else Failed with it
             # a pod whose active deadline passed while it was killed may end with the deadline's reason: the last
             # status function asked before a terminating sync wins, as for two kills (api-update's deadline)
-            allowed = {REASONS[h] for h in how.split("+")} | ({"DeadlineExceeded"} if uid in self.checker.deadlines
+            allowed = {REASONS[h] for h in how.split("+")} | ({"Terminated"} if uid in self.shut_down else set()) \
+                | ({"DeadlineExceeded"} if uid in self.checker.deadlines
                                                               else set())
             if phase == "Failed" and reason not in allowed:
                 raise Violation("eviction-terminal", f"pod {uid} was {how}, it ends {phase}/{reason}")

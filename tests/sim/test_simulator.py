@@ -279,3 +279,11 @@ def test_a_new_image_seen_late_restarts_on_a_fresh_back_off() -> None:
               Event("create", 36558, 1, 10.0)]
     out = run_trace(373, events)
     assert out.violation is None, out.violation
+
+
+def test_an_evicted_pod_still_stopping_at_a_node_shutdown_may_end_terminated() -> None:
+    # seed 577 (eviction-terminal, checker; 300:600 with api-resize): a pod preempted, then evicted, was still
+    # stopping when a node shutdown began; upstream hands its terminating sync the last status function asked
+    # (acknowledgeTerminating), the shutdown's, so it may end Failed/Terminated
+    out = run_seed(577, 100)
+    assert out.violation is None, out.violation
