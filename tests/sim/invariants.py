@@ -63,7 +63,7 @@ INVARIANTS: dict[str, str] = {
                        "a status without those conditions reports what the runtime runs, never the spec",
     "resize-restart": "an in-place resize changes a resource whose resizePolicy is RestartContainer only by "
                       "restarting the container (never by UpdateContainerResources), so once done the instance "
-                      "that ran before no longer runs; NotRequired resources are changed by UpdateContainerResources",
+                      "that ran before no longer runs (a NotRequired-only resize's avoiding a restart is not checked)",
     "resize-completes": "a resize the agent allocated is carried out: the PodResizeInProgress condition of a pod "
                         "whose worker is not terminating goes within 360 s",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
