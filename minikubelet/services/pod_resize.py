@@ -30,7 +30,9 @@ class PodResizeService(Service):
 
     def __init__(self, config: KubeletConfig, runtime: Runtime, clock: Clock, recorder: EventRecorder,
                  metrics: Metrics, manager: PodManager, workers: PodWorkers, syncer: PodSyncer,
-                 sources_ready: Callable[[], bool]) -> None:
+                 sources_ready: Callable[[], bool], write_behind: bool = True) -> None:
+        """`write_behind`: the checkpoints write on a thread (the agent); False writes each change before the call
+        returns (the simulator, whose loop never waits on a thread: one seed, one run)."""
         def gauges(rc: ResizeConditions) -> None:
             pending, in_progress = rc.counts()
             metrics.pod_pending_resizes.clear()
@@ -44,8 +46,9 @@ class PodResizeService(Service):
 
         self.conditions = ResizeConditions(clock, on_change=gauges)
         self.allocated = allocated = PodResourceCheckpoint(os.path.join(config.root_dir, ALLOCATED_PODS_STATE),
-                                                           write_behind=True)
-        self.actuated = PodResourceCheckpoint(os.path.join(config.root_dir, ACTUATED_PODS_STATE), write_behind=True)
+                                                           write_behind=write_behind)
+        self.actuated = PodResourceCheckpoint(os.path.join(config.root_dir, ACTUATED_PODS_STATE),
+                                              write_behind=write_behind)
         for checkpoint in (allocated, self.actuated):
             checkpoint.restore()
         self.allocation = AllocationManager(

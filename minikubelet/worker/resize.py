@@ -64,8 +64,12 @@ class PodResize:
     async def _run(self, pod: PodView, actions: ResizeActions) -> None:
         cg = self.cgroups
         desired = cg.pod_cgroup_config(pod) if cg is not None else None
+        if desired is None:
+            # no pod cgroups (cgroupsPerQOS false): upstream's no-op pod container manager reads no pod cgroup
+            # config and sets none; only the containers are resized
+            cg = None
         current = cg.read_pod_cgroup(pod) if cg is not None else None
-        if cg is not None and (desired is None or current is None):
+        if cg is not None and current is None:
             raise ResizeError(f"unable to get pod cgroup config for pod {pod.format_pod!r}")
         await self._validate_memory(pod, actions, desired, current)
         updates = actions.updates

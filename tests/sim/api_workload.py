@@ -2,7 +2,8 @@
 of their own, so the node's events stay as `workload.generate` draws them), how they are applied, and the API's
 invariants (`final-delete`, `api-converges`), checked after every step.
 
-    api-create   an admin creates pod `a<n>` bound to the node (`a` draws its shape, as `create` does)
+    api-create   an admin creates pod `a<n>` bound to the node (`a` draws its shape, as `create` does, and the
+                 cpu/memory of its containers)
     api-delete   an admin deletes one (graceful: its own grace period)
     api-force    ... with gracePeriodSeconds 0 (the object is gone at once; the agent only sees it vanish)
     api-evict    ... through the Eviction API (DisruptionTarget, then the graceful delete)
@@ -14,6 +15,13 @@ invariants (`final-delete`, `api-converges`), checked after every step.
     api-update   an admin patches a live pod: `b` 0 a label (no sync), 1 its first container's image (the
                  container is restarted with it), 2 an activeDeadlineSeconds of 20 s (the pod fails with
                  DeadlineExceeded once it has run that long)
+    api-resize   an admin resizes a live pod in place (PATCH pods/resize) with the cpu/memory it already names (so
+                 its QoS class stays): `b` 0 smaller values (fits), 1 large ones (fits only on an emptier node, else
+                 Deferred and retried), 2 more than the node has (Deferred: upstream 1.36 has no Infeasible for
+                 that), 3 a smaller memory only (a container's resizePolicy, set at its creation, may say
+                 RestartContainer for memory), 4 pod-level requests
+                 (Infeasible on this node), 5 smaller values while the runtime refuses the next UpdateContainerResources
+                 calls. Drawn from a stream of its own, so the other events of a seed stay as they were drawn.
 """
 
 from __future__ import annotations
@@ -24,11 +32,13 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from cri.errors import RuntimeError_
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from tests.sim.api import ADMIN, NODE, ApiAgent, SimApi
 from tests.sim.invariants import DELETE_BOUND, Checker, Violation
 from tests.sim.node import SimNode
+from tests.sim.shapes import CPU_REQUESTS, MEMORY_REQUESTS
 from tests.sim.workload import NAMES, Event, pod_for
 
 Json = dict[str, Any]
@@ -46,13 +56,23 @@ _CUM = [sum(list(WEIGHTS.values())[: i + 1]) for i in range(len(WEIGHTS))]
 _B = {"api-down": (5, 30, 90), "api-hang": (5, 40), "api-conflict": (1, 3), "api-slow": (2, 10),
       "api-update": (0, 1, 2)}
 UPDATED_IMAGE = "busybox:1.37"
+RESIZE_SHARE = 0.3  # the chance an api-resize comes before each of the node's events
+RESIZES = (0, 0, 1, 2, 3, 3, 4, 5)
+SMALL = {"cpu": ("50m", "200m", "300m"), "memory": ("32Mi", "128Mi", "192Mi")}
+LARGE = {"cpu": ("1500m",), "memory": ("1536Mi",)}
+OVER = {"cpu": ("3",), "memory": ("3Gi",)}
 
 
 def mix(seed: int, events: list[Event]) -> list[Event]:
     """`events` with the seed's API events put in between."""
     rng = random.Random(seed * 7919 + 32)
+    resizes = random.Random(seed * 7919 + 36)
     out: list[Event] = []
     for ev in events:
+        if resizes.random() < RESIZE_SHARE:
+            # no virtual time of its own (the next event's runs): most find no pod to resize, and the sim's cost is
+            # per virtual second
+            out.append(Event("api-resize", resizes.randrange(1 << 16), resizes.choice(RESIZES), 0.0))
         if rng.random() < API_SHARE:
             kind = rng.choices(_KINDS, cum_weights=_CUM)[0]
             b = rng.choice(_B.get(kind, (0,)))
@@ -66,10 +86,27 @@ def api_pod(n: int, shape: int) -> Json:
     pod = pod_for(n, shape)
     md = pod["metadata"]
     spec = dict(pod["spec"])
+    spec["containers"] = [_with_resources(c, random.Random(f"resources {shape} {i}"))
+                          for i, c in enumerate(spec["containers"])]
     spec["nodeName"] = NODE
     spec["automountServiceAccountToken"] = False
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"a{n % NAMES}", "namespace": md["namespace"]},
             "spec": spec}
+
+
+def _with_resources(container: Json, rng: random.Random) -> Json:
+    """Most API containers request cpu and memory (so they can be resized), half of those with equal limits (some
+    pods Guaranteed), some with resizePolicy RestartContainer for memory; a third have none (BestEffort pods, whose
+    resize the API refuses: the QoS class would change)."""
+    if rng.random() < 0.35 or (container.get("resources") or {}).get("requests"):
+        return container
+    requests = {"cpu": rng.choice(CPU_REQUESTS[2:]), "memory": rng.choice(MEMORY_REQUESTS[2:])}
+    out = {**container, "resources": {"requests": requests, **({"limits": dict(requests)} if rng.random() < 0.5
+                                                                else {})}}
+    if rng.random() < 0.4:  # the resize subresource cannot change it: set at the creation, as a user would
+        out["resizePolicy"] = [{"resourceName": "cpu", "restartPolicy": "NotRequired"},
+                               {"resourceName": "memory", "restartPolicy": "RestartContainer"}]
+    return out
 
 
 @dataclass
@@ -127,6 +164,9 @@ class ApiWorld:
             running = [p for p in pods if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
             target = running or pods
             self._update(target[ev.a % len(target)], ev.b)
+        elif ev.kind == "api-resize" and (resizable := self._resizable()):
+            pod, i = resizable[ev.a % len(resizable)]
+            self._resize(pod, i, ev.a, ev.b)
         elif ev.kind in ("api-down", "api-hang"):
             api.outage(float(ev.b), hang=ev.kind == "api-hang")
         elif ev.kind == "api-gone":
@@ -156,6 +196,36 @@ class ApiWorld:
         else:
             patch = {"spec": {"activeDeadlineSeconds": 20}}
             self.checker.deadlines.add(str(md["uid"]))
+        self.api.admin("PATCH", path, patch)
+
+    def _resizable(self) -> list[tuple[Json, int]]:
+        """(pod, container index) of each regular container with resources of a live pod not terminal; those the
+        API shows running if there are any (a resize of a container that does not run is only recorded)."""
+        out = [(p, i) for p in self._live() if (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+               for i, c in enumerate(p["spec"]["containers"]) if (c.get("resources") or {}).get("requests")]
+        running = [(p, i) for p, i in out if any(
+            cs.get("name") == p["spec"]["containers"][i]["name"] and "running" in (cs.get("state") or {})
+            for cs in (p.get("status") or {}).get("containerStatuses") or [])]
+        return running or out
+
+    def _resize(self, pod: Json, i: int, pick: int, how: int) -> None:
+        md = pod["metadata"]
+        c = pod["spec"]["containers"][i]
+        path = f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}/resize"
+        if how == 4:
+            patch: Json = {"spec": {"resources": {"requests": {"cpu": "4", "memory": "4Gi"}}}}
+        else:
+            values = LARGE if how == 1 else OVER if how == 2 else SMALL
+            res = c.get("resources") or {}
+            new = {key: {r: values[r][(pick >> 3) % len(values[r])] for r in (res.get(key) or {})}
+                   for key in ("requests", "limits") if res.get(key)}
+            if how == 3:  # the memory only (RestartContainer, if the container's resizePolicy says so)
+                new = {key: {r: q if r == "memory" else res[key][r] for r, q in rs.items()} for key, rs in new.items()}
+            patch = {"spec": {"containers": [{"name": c["name"], "resources": new}]}}
+            if how == 5:
+                self.checker.runtime.fail("update_container_resources",
+                                          RuntimeError_("injected update_container_resources failure"),
+                                          times=1 + pick % 2)
         self.api.admin("PATCH", path, patch)
 
     def _delete(self, pod: Json, how: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cri.fake import FakeRuntime, _Object
-from cri.types import ANNOTATION_CONTAINER_KIND, ContainerState
+from cri.types import ANNOTATION_CONTAINER_KIND, ContainerState, LinuxResources
 from minikubelet.base.clock import FakeClock
 from minikubelet.worker.backoff import CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX, RESET_AFTER
 
@@ -58,6 +58,14 @@ INVARIANTS: dict[str, str] = {
                    "leaseDurationSeconds (the node controller would mark the node NotReady)",
     "node-status-fresh": "once the API and the agent have run 60 s, the Node is registered and its Ready "
                          "condition's heartbeat is no older than 1.5 x nodeStatusReportFrequency + 30 s",
+    "resize-actuated": "a running container of a pod with no PodResizePending/PodResizeInProgress condition runs "
+                       "with its allocated cpu and memory (the runtime's values, read back as upstream does), and "
+                       "a status without those conditions reports what the runtime runs, never the spec",
+    "resize-restart": "an in-place resize changes a resource whose resizePolicy is RestartContainer only by "
+                      "restarting the container (never by UpdateContainerResources), so once done the instance "
+                      "that ran before no longer runs (a NotRequired-only resize's avoiding a restart is not checked)",
+    "resize-completes": "a resize the agent allocated is carried out: the PodResizeInProgress condition of a pod "
+                        "whose worker is not terminating goes within 360 s",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",
@@ -80,6 +88,7 @@ class _Run:
     finished: float | None = None
     vanished: bool = False
     stopped: bool = False  # the agent stopped it while it ran (a probe's kill, a failed postStart)
+    image: str = ""  # the image it ran: a new one is a new container spec
 
 
 @dataclass
@@ -104,7 +113,15 @@ class SimRuntime(FakeRuntime):
         self.on_stop: Callable[[_Object, float], None] = lambda _o, _t: None
         self.on_remove: Callable[[_Object], None] = lambda _o: None
         self.on_stop_exited: Callable[[_Object], None] = lambda _o: None
+        self.on_update: Callable[[_Object, LinuxResources | None], None] = lambda _o, _r: None
         self.vanishing = False
+
+    async def update_container_resources(self, container_id: str, resources: LinuxResources) -> None:
+        obj = self._find(container_id)
+        before = obj.resources if obj is not None else None
+        await super().update_container_resources(container_id, resources)
+        if obj is not None:
+            self.on_update(obj, before)
 
     async def remove_container(self, container_id: str) -> None:
         obj = self._find(container_id)
@@ -183,18 +200,22 @@ class Checker:
                                                     f"starts at {self.clock.now():.1f}")
         if (uid, obj.container.name) in self.recounting:
             self.recounting[(uid, obj.container.name)] = obj.id
-        self._check_backoff(uid, obj.container.name)
+        self._check_backoff(uid, obj.container.name, obj.image)
 
-    def _check_backoff(self, uid: str, name: str) -> None:
+    def _check_backoff(self, uid: str, name: str, image: str = "") -> None:
         key = (uid, name)
         now = self.clock.now()
         runs = self.runs.setdefault(key, [])
         prev = runs[-1] if runs else None
+        if prev is not None and prev.image != image:
+            # a new spec (api-update's image, seen by the agent when its watch delivered it, maybe long after the
+            # patch): upstream's back-off key holds the spec hash (name and image), so it starts fresh
+            self.backoff.pop(key, None)
         if prev is not None and prev.stopped and prev.finished is not None and not prev.vanished:
             # upstream restarts a container it killed in the same sync, its back-off judged by the exit before
             # (doBackOff reads the first exited status the sync began with): none, or that older one
             prev = runs[-2] if len(runs) > 1 else None
-        runs.append(_Run(now))
+        runs.append(_Run(now, image=image))
         if prev is None:
             return
         if prev.finished is None or prev.vanished:

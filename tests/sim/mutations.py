@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod, PodView
 from minikubelet.status.api_sync import PodStatusSync
 from minikubelet.worker.backoff import Backoff
+from minikubelet.worker.resize import PodResize
+from minikubelet.worker.resize_plan import MEMORY, ContainerUpdate, requirements_of_values
 from minikubelet.worker.sync import PodSyncer
 
 
@@ -47,8 +50,23 @@ def _no_final_delete_never_started() -> None:
     PodStatusSync._final_delete = mutated  # type: ignore[method-assign]
 
 
+def _resize_not_actuated() -> None:
+    """An in-place resize the runtime is never told of: the actuated record takes the new values without the
+    UpdateContainerResources call, so the agent reports the resize done (no PodResizeInProgress) while the container
+    runs as before (issue 32's "an in-place resize that the status reports but the kernel never sees")."""
+    async def mutated(self: PodResize, pod: PodView, resource: str, u: ContainerUpdate) -> None:
+        values = (replace(u.current, memory_limit=u.desired.memory_limit, memory_request=u.desired.memory_request)
+                  if resource == MEMORY else
+                  replace(u.current, cpu_limit=u.desired.cpu_limit, cpu_request=u.desired.cpu_request))
+        u.actuated.values = values
+        self.actuated.set_container(pod.uid, u.name, requirements_of_values(values))
+
+    PodResize._update_container = mutated  # type: ignore[method-assign]
+
+
 MUTATIONS: dict[str, Callable[[], None]] = {"no-backoff": _no_backoff, "stuck-never-started": _stuck_never_started,
-                                            "no-final-delete-never-started": _no_final_delete_never_started}
+                                            "no-final-delete-never-started": _no_final_delete_never_started,
+                                            "resize-not-actuated": _resize_not_actuated}
 
 
 def apply(name: str) -> None:

@@ -1,8 +1,12 @@
 """The agent's pod managers wired as the agent wires them (minikubelet/services/: pod sources and merge, pod manager
 and admission (the eviction manager's and the predicates' against allocatable, with preemption), pod workers,
 the probe manager, PLEG relist and events, status manager, container GC, the eviction manager on a scripted
-Summary (tests/sim/pressure.py), the orphan pod dir sweep) on a FakeRuntime and the simulation's FakeClock. A crash drops every task and object of the agent but the runtime and
-the disk; the next SimNode starts from them as the agent does after a restart."""
+Summary (tests/sim/pressure.py), the orphan pod dir sweep, in-place resize (services/pod_resize.py: the allocation
+manager in admission, the resize conditions, the actuated record, the runtime's UpdateContainerResources, the
+periodic retry of pending resizes)) on a FakeRuntime and the simulation's FakeClock. A crash drops every task and
+object of the agent but the runtime and the disk; the next SimNode starts from them as the agent does after a
+restart (the allocated and actuated checkpoints included, written synchronously here: the loop never waits on a
+thread)."""
 
 from __future__ import annotations
 
@@ -18,12 +22,15 @@ from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
 from minikubelet.base.prometheus import CollectorRegistry
+from minikubelet.cm.pod_cgroups import PodCgroups
+from minikubelet.config.kubelet_config import KubeletConfig
 from minikubelet.events import EventRecorder
 from minikubelet.metrics import Metrics
 from minikubelet.node.labels import initial_node
 from minikubelet.pod.manager import PodManager
 from minikubelet.pod.predicate import PredicateAdmitHandler
 from minikubelet.runtime.pleg import PLEG
+from minikubelet.services.pod_resize import PodResizeService
 from minikubelet.sources.merge import PodConfig
 from minikubelet.status.manager import StatusManager
 from minikubelet.volumes.manager import cleanup_orphaned_pod_dirs
@@ -66,6 +73,7 @@ class SimNode:
                  preempted: Callable[[Pod], None] = lambda _p: None,
                  shutdown_order: ShutdownOrder | None = None) -> None:
         self.root = root
+        self.mounter = mounter
         self.runtime = runtime
         self.clock = clock
         self.recorder = EventRecorder(clock, "node-1")
@@ -74,7 +82,10 @@ class SimNode:
         self.container_backoff = Backoff(clock, CONTAINER_BACKOFF_INITIAL, CONTAINER_BACKOFF_MAX)
         images = ImagePuller(runtime, Backoff(clock, IMAGE_BACKOFF_INITIAL, IMAGE_BACKOFF_MAX), self.recorder,
                              self.metrics, clock)
-        containers = Containers(runtime, clock, self.recorder, self.metrics, self.container_backoff, images, None,
+        # the container manager without pod cgroups (cgroupsPerQOS false): each container's limits go to the runtime,
+        # which is where the simulation reads them back
+        cgroups = PodCgroups(None, int(ALLOCATABLE_MEMORY), -1000, lambda: self.manager.active_pods())
+        containers = Containers(runtime, clock, self.recorder, self.metrics, self.container_backoff, images, cgroups,
                                 str(root), str(root / "logs"), "10.0.0.1", legacy_log_dir=str(root / "containers"), mounter=mounter)
         self.logs = containers.logs
         self.probes = ProbeManager(runtime, clock, CollectorRegistry(), lambda uid: self.workers.wake(uid),
@@ -107,6 +118,10 @@ class SimNode:
             self.eviction, PredicateAdmitHandler(lambda: node, metrics=self.metrics), self.shutdown],
             clock, self.recorder, metrics=self.metrics)
         self._kill_for_preemption, self.manager.preempt = self.manager.preempt, self._preempt
+        # sources_ready reads the API half's answer, set by attach() after this
+        self.resize = PodResizeService(KubeletConfig(root_dir=str(root)), runtime, clock, self.recorder, self.metrics,
+                                       self.manager, self.workers, self.syncer, lambda: self.sources_seen(),
+                                       write_behind=False)
         self.config = PodConfig(self.manager.handle)
         self.pleg = PLEG(runtime, clock, self.metrics, self.workers.wake, changed=self.workers.runtime_changed)
         self._tasks: list[asyncio.Task[None]] = []
@@ -152,6 +167,8 @@ class SimNode:
         self._spawn("eviction-manager", self.eviction.run())
         self._spawn("orphan-sweep", self._orphan_sweep())
         self._spawn("housekeeping", self._housekeeping())
+        for name, loop in self.resize.loops():
+            self._spawn(name, loop())
 
     def stop_orphans_once_sources_seen(self) -> None:
         if self.started and self.orphans_pending and self.sources_seen():
@@ -167,7 +184,8 @@ class SimNode:
 
     def sweep_orphans(self) -> None:
         known = set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())
-        cleanup_orphaned_pod_dirs(str(self.root), known)
+        # the machine's mounts are the FakeMounter's (the agent's sweep reads the host's mount table)
+        cleanup_orphaned_pod_dirs(str(self.root), known, self.mounter)
 
     async def _orphan_sweep(self) -> None:
         while True:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from cri.errors import RuntimeError_, RuntimeUnavailableError
 from cri.fake import Gate, _Object
-from cri.types import ContainerState
+from cri.types import ContainerState, LinuxResources
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
@@ -23,6 +23,7 @@ from tests.sim.invariants import Checker, SimRuntime, Violation
 from tests.sim.loop import Blocked, Livelock, Scheduler, SimLoop
 from tests.sim.node import SimNode
 from tests.sim.pressure import Machine
+from tests.sim.resize_checks import ResizeChecker
 from tests.sim.shape_checks import ShapeChecker
 from tests.sim.shapes import ExecScript
 from tests.sim.shutdown import ShutdownOrder
@@ -82,6 +83,15 @@ class Sim:
             self.shapes.on_start(obj)
 
         self.runtime.on_start = on_start
+        self.resizes = ResizeChecker(self.runtime, container_spec=self._container_spec)
+
+        def on_update(obj: _Object, before: LinuxResources | None) -> None:
+            try:
+                self.resizes.on_update(obj, before)
+            except Violation as v:
+                self.checker.pending = self.checker.pending or v
+
+        self.runtime.on_update = on_update
         self.shutdown_order = ShutdownOrder(self.clock)
         self.shapes.shutdown_killed = self.shutdown_order.killed
         self.shutting_down: asyncio.Task[None] | None = None  # the node shutdown's processing; then a reboot
@@ -94,6 +104,12 @@ class Sim:
         self.starting: asyncio.Task[None] | None = None
         self.api = ApiWorld(self.clock, seed, self.checker)  # the API server and the pods created through it
         self.kill_overdue: dict[str, float] = {}  # preemption victim uid -> when its kill's wait times out
+
+    def _container_spec(self, uid: str, name: str) -> Pod | None:
+        """The container as the pod manager has it now (its resizePolicy as the last update set it)."""
+        pod = self.node.manager.desired.get(uid) if self.node is not None else None
+        return next((c for c in podview.init_containers(pod) + podview.app_containers(pod)
+                     if c.get("name") == name), None) if pod is not None else None
 
     def _new_node(self) -> SimNode:
         node = SimNode(self.root, self.runtime, self.clock, MAX_PODS, on_finished=lambda _uid: None, mounter=self.mounter,
@@ -126,6 +142,12 @@ class Sim:
         if w is not None and w.lifecycle is PodLifecycle.TERMINATED:
             return
         self.shapes.evict(pod, "preempted")
+        if w is not None and w.lifecycle is PodLifecycle.TERMINATING and not w.removed:
+            # its termination began for its own reason (it failed or finished by itself) and its terminating sync
+            # was under way: upstream read that sync's status function (none) when it began and drops the
+            # preemption's once it succeeds (completeTerminating), so the pod may keep its own phase and reason
+            # (seed 137)
+            self.shapes.own_end_allowed.add(podview.uid(pod))
 
     def start(self) -> None:
         """The agent starts in a task of its own: the driver never waits on agent code (a hung runtime call
@@ -232,6 +254,7 @@ class Sim:
         self.shutting_down = None
         self.kill_overdue.clear()
         self.checker.agent_restarted()
+        self.resizes.agent_restarted()
         self.shapes.agent_restarted(self._api_pods_terminal())
         self.start()
 
@@ -269,7 +292,13 @@ class Sim:
         running = [p for p in node.manager.active_pods()
                    if (w := node.workers.get(podview.uid(p))) is not None and not w.terminating
                    and not node.manager.rejected(podview.uid(p))]
-        self.shapes.check(dict(statuses), running)
+        # as admitted: a resize counts once the allocation manager allocated it, not while it is Deferred
+        self.shapes.check(dict(statuses), node.resize.allocation.allocated_pods(running))
+        # statuses of this agent only: before its first sync of a pod its resize conditions are not known yet
+        self.resizes.check(node.resize.allocated, node.resize.conditions, dict(statuses),
+                           {u for u in workers if (w := node.workers.get(u)) is None or w.terminating})
+        self.resizes.in_progress_bound(node.resize.conditions, {u for u in workers if (w := node.workers.get(u))
+                                                               is not None and not w.terminating}, mono)
         api = self.api.check(node)
         self.trace.append(f"{self.clock.monotonic():.3f} {self._running()} "
                           f"{sorted((u, s.get('phase')) for u, s in statuses)} {api}")

@@ -39,6 +39,7 @@ class ShapeChecker:
     evicted: dict[str, tuple[str, float]] = field(default_factory=dict)  # uid -> (how, deadline for Failed)
     sandbox_starts: set[str] = field(default_factory=set)  # sandbox ids in which a regular container started
     shutdown_killed: set[str] = field(default_factory=set)  # uids a node shutdown asked to stop (ShutdownOrder's)
+    own_end_allowed: set[str] = field(default_factory=set)  # victims already terminating for their own reason
 
     def __post_init__(self) -> None:
         self.runtime.on_stop = self.on_stop
@@ -144,10 +145,12 @@ class ShapeChecker:
             # status function asked before a terminating sync wins, as for two kills (api-update's deadline), and
             # so may a pod a node shutdown stopped while it was evicted or preempted (seed 21, with the runtime
             # restarts: the shutdown manager's killPodFunc hands the terminating worker its status function)
-            allowed = {REASONS[h] for h in how.split("+")} | ({"DeadlineExceeded"} if uid in self.checker.deadlines
+            allowed: set[object] = {REASONS[h] for h in how.split("+")} | ({"DeadlineExceeded"} if uid in self.checker.deadlines
                                                               else set())
             if uid in self.shutdown_killed:
                 allowed.add(SHUTDOWN_REASON)
+            if uid in self.own_end_allowed:
+                allowed.add(status.get("reason"))
             if phase == "Failed" and reason not in allowed:
                 raise Violation("eviction-terminal", f"pod {uid} was {how}, it ends {phase}/{reason}")
             if mono > deadline and phase not in ("Failed", "Succeeded"):

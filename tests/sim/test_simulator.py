@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from minikubelet.base.clock import FakeClock
+from tests.sim import api_workload
 from tests.sim.loop import SimLoop
 from tests.sim.run import run_seed, run_trace
 from tests.sim.workload import Event
@@ -98,7 +99,8 @@ def test_a_pod_deleted_during_a_hung_start_is_finished() -> None:
 
 @pytest.mark.parametrize(("mutation", "invariant"), [("stuck-never-started", "deleted-pod-finishes"),
                                                      ("no-backoff", ""),
-                                                     ("no-final-delete-never-started", "final-delete")])
+                                                     ("no-final-delete-never-started", "final-delete"),
+                                                     ("resize-not-actuated", "resize-actuated")])
 def test_the_simulator_finds_a_bug_put_in_on_purpose(mutation: str, invariant: str) -> None:
     # the open findings are skipped as in the CI run: the first failure reported is the mutation's
     r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--mutate", mutation, "--stop-on-failure",
@@ -162,10 +164,12 @@ def test_an_init_container_purged_with_its_sandbox_may_count_its_restarts_from_z
     assert out.violation is None, out.violation
 
 
-def test_a_critical_pod_is_admitted_once_its_victims_kill_timed_out() -> None:
+def test_a_critical_pod_is_admitted_once_its_victims_kill_timed_out(monkeypatch: pytest.MonkeyPatch) -> None:
     # seed 168 (admitted-within-capacity, harness): three API pods and a static one fill the node; a static
     # (critical) pod preempts one whose stop_container hangs 60 s. upstream killPodNow gives up after 1.5 x grace
     # (at least 10 s) and the critical pod is admitted all the same while the victim still stops: five pods active.
+    # The API pods as the trace was drawn: without the cpu/memory api-resize gave them (two would not fit)
+    monkeypatch.setattr(api_workload, "_with_resources", lambda container, _rng: container)
     events = [Event("hang", 24153, 60, 5.0), Event("api-create", 13096, 0, 2.0), Event("api-create", 53928, 0, 10.0),
               Event("api-create", 43135, 0, 2.0), Event("create", 24935, 1, 1.0), Event("create", 2338, 1, 10.0)]
     out = run_trace(168, events)
@@ -246,10 +250,60 @@ def test_an_evicted_pod_a_node_shutdown_stops_too_may_end_terminated() -> None:
     assert out.violation is None, out.violation
 
 
-@pytest.mark.parametrize("seed", [29, 63, 72, 121, 232, 256])
+def test_a_victim_already_terminating_for_its_own_reason_may_keep_it() -> None:
+    # seed 137 (eviction-terminal, checker; with api-resize and the runtime restarts merged): a pod that had failed
+    # by itself was in its terminating sync when a critical pod preempted it; upstream's terminating sync read its
+    # status function (none) when it began and completeTerminating drops the late one, so Failed/None stands
+    out = run_seed(137, 100)
+    assert out.violation is None, out.violation
+
+
+@pytest.mark.parametrize("seed", [29, 63, 72, 121, 232, 256, 409])
 def test_pods_updated_through_the_api(seed: int) -> None:
     # api-update's first runs: a container whose image changed restarts on a fresh back-off (upstream's back-off
     # key holds the container's spec hash: seeds 29, 63, 121, 232, 256), and a pod whose active deadline passed
     # while it was preempted may end DeadlineExceeded (seed 72)
     out = run_seed(seed, 100)
+    assert out.violation is None, out.violation
+
+
+def test_a_resize_without_pod_cgroups_is_carried_out() -> None:
+    # resize-completes (agent, found with seeds 0:12 as ResizeError events, minimal trace 3 events): the node runs
+    # without pod cgroups (cgroupsPerQOS false); the agent refused every resize with "unable to get pod cgroup
+    # config" and the pod stayed PodResizeInProgress/Error while it ran. Upstream's no-op pod container manager
+    # reads and sets no pod cgroup config, and the containers are resized.
+    out = run_trace(6, [Event("api-create", 78, 0, 30.0), Event("api-resize", 0, 0, 1.0), Event("wait", 0, 0, 400.0)])
+    assert out.violation is None, out.violation
+
+
+def test_an_orphaned_pod_dirs_tmpfs_is_unmounted_on_the_simulated_machine() -> None:
+    # seed 100 (quiescence-clean, the harness's, minimal trace 7 events; fails on the tree before api-resize with a
+    # wait in its place): a static pod with a tmpfs emptyDir deleted while remove_pod_sandbox fails, then a node
+    # shutdown and the agent's restart; its pod dir became an orphan and the sim's sweep tore it down with the host's
+    # mount table, not the machine's (the FakeMounter), so the tmpfs stayed mounted. The sweep now gets the
+    # machine's mounter, as the agent's reads its own host's.
+    events = [Event("api-down", 54952, 90, 0.5), Event("create", 40554, 1, 1.0), Event("fail", 5095, 5, 0.5),
+              Event("delete", 4830, 0, 10.0), Event("exit", 45044, -1, 30.0), Event("shutdown", 30405, 0, 2.0),
+              Event("wait", 0, 0, 2.0)]
+    out = run_trace(100, events)
+    assert out.violation is None, out.violation
+
+
+def test_a_new_image_seen_late_restarts_on_a_fresh_back_off() -> None:
+    # seed 373 (backoff-schedule, checker, minimal trace 4 events; fails on the tree before api-resize too; seed
+    # 409 the same): an image update reached the agent 10 s after the patch (a slow watch) while the old container
+    # crash-looped; the checker's fresh back-off began at the patch, so the old spec's exits counted against the
+    # new one. Upstream's back-off key holds the spec hash (name and image): the new back-off begins with the first
+    # instance of the new image, which is where the checker starts it now (`_Run.image`).
+    events = [Event("api-slow", 43253, 10, 10.0), Event("api-create", 2099, 0, 2.0), Event("api-update", 52270, 1, 0.0),
+              Event("create", 36558, 1, 10.0)]
+    out = run_trace(373, events)
+    assert out.violation is None, out.violation
+
+
+def test_an_evicted_pod_still_stopping_at_a_node_shutdown_may_end_terminated() -> None:
+    # seed 577 (eviction-terminal, checker; 300:600 with api-resize): a pod preempted, then evicted, was still
+    # stopping when a node shutdown began; upstream hands its terminating sync the last status function asked
+    # (acknowledgeTerminating), the shutdown's, so it may end Failed/Terminated
+    out = run_seed(577, 100)
     assert out.violation is None, out.violation

@@ -16,6 +16,7 @@ from cri.errors import RuntimeError_
 from cri.runtime import Runtime
 from cri.types import ContainerStats, LinuxResources
 from minikubelet.base.podview import PodView
+from minikubelet.cm.pod_cgroups import PodCgroups
 from minikubelet.metrics import Metrics
 from minikubelet.runtime.resource_checkpoint import PodResourceCheckpoint
 from minikubelet.worker.dependencies import CgroupSource
@@ -105,6 +106,19 @@ async def test_shrinking_sets_the_pod_cgroup_last(tmp_path: Path) -> None:
                    ("container", (10_000, 102, 100 * Mi)),
                    ("pod", {"cpu_shares": 102}),
                    ("pod", {"cpu_quota": 10_000, "cpu_period": 100_000})]
+
+
+async def test_without_pod_cgroups_only_the_containers_are_resized(tmp_path: Path) -> None:
+    """cgroupsPerQOS false: upstream's no-op pod container manager has no pod cgroup config to read or set, and
+    the containers are resized all the same (the agent refused every resize with "unable to get pod cgroup config":
+    found by the simulator, seed 6)."""
+    resizer, view, actions, log = setup(tmp_path, guaranteed("200m", "200Mi"), guaranteed("100m", "100Mi"),
+                                        ResourceConfig())
+    resizer.cgroups = cast(CgroupSource, PodCgroups(None, 4 << 30, -1000, lambda: []))
+    await resizer.run(view, actions)
+    assert log == [("container", (10_000, 102, 200 * Mi)), ("container", (20_000, 204, 200 * Mi))]
+    assert resizer.actuated.container("uid-1", "app") == {"requests": {"cpu": "200m", "memory": "200Mi"},
+                                                         "limits": {"cpu": "200m", "memory": "200Mi"}}
 
 
 @pytest.mark.parametrize(("container_usage", "pod_usage", "message"), [
