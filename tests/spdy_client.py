@@ -221,12 +221,14 @@ class Outcome:
 
 
 async def run(host: str, port: int, target: str, ssl_ctx: ssl.SSLContext | None, *, stdin: bytes | None = None,
-              stdout: bool = True, stderr: bool = True, tty: bool = False) -> Outcome:
-    """One whole session: open, send stdin (then the empty DATA+FIN), collect output and the Status."""
+              stdout: bool = True, stderr: bool = True, tty: bool = False, stdin_after: float = 0.0) -> Outcome:
+    """One whole session: open, send stdin `stdin_after` seconds later (then the empty DATA+FIN), collect output
+    and the Status."""
     client = await SpdyClient.connect(host, port, target, ssl_ctx)
     try:
         rc = await RemoteCommand.open(client, stdin=stdin is not None, stdout=stdout, stderr=stderr, tty=tty)
         if stdin is not None:
+            await asyncio.sleep(stdin_after)
             if stdin:
                 await rc.streams["stdin"].write(stdin)
             await rc.streams["stdin"].close()

@@ -89,10 +89,12 @@ async def session(url: str, ssl_ctx: ssl.SSLContext | None) -> AsyncIterator[WsS
             await asyncio.gather(s._reader, return_exceptions=True)
 
 
-async def run(url: str, ssl_ctx: ssl.SSLContext | None, *, stdin: bytes | None = None) -> Outcome:
-    """One whole session: send stdin (then close it), collect output and the Status."""
+async def run(url: str, ssl_ctx: ssl.SSLContext | None, *, stdin: bytes | None = None,
+              stdin_after: float = 0.0) -> Outcome:
+    """One whole session: send stdin `stdin_after` seconds in (then close it), collect output and the Status."""
     async with session(url, ssl_ctx) as s:
         if stdin is not None:
+            await asyncio.sleep(stdin_after)
             await s.write(stdin)
             await s.close_stdin()
         return await s.finish()

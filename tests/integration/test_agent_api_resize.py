@@ -6,7 +6,6 @@ its container; a memory limit below what is in use is refused with PodResizeInPr
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import re
@@ -82,6 +81,9 @@ class Kernel:
 
     def memory_limit(self, pod_level: bool = False) -> int:
         return read_int((self.memory.parent if pod_level else self.memory) / "memory.limit_in_bytes")
+
+    def memory_usage(self) -> int:
+        return read_int(self.memory / "memory.usage_in_bytes")
 
 
 async def running_pod(agent: JoinedAgent, admin: Client, name: str) -> Json:
@@ -323,7 +325,12 @@ async def test_memory_limit_below_usage_is_an_error(joined: ResizeNode, runtime_
                                                             {"cpu": "100m", "memory": "64Mi"}), "command": hold}))
     first = await running_pod(agent, admin, "full")
     kernel = await kernel_of(runtime_view, first["status"]["containerStatuses"][0])
-    await asyncio.sleep(2)  # the shell has its 25 MB by now
+
+    async def holding() -> int | None:  # well over 16Mi in use (CI once resized before the shell had it)
+        usage = kernel.memory_usage()
+        return usage if usage > 20 << 20 else None
+
+    await agent.wait_for("the shell's 25 MB in use", holding, timeout=60)
     await ctl.resize("full", resize_patch("app", {"cpu": "100m", "memory": "16Mi"},
                                           {"cpu": "100m", "memory": "16Mi"}))
 

@@ -209,6 +209,7 @@ async def test_tty_resize_exec_and_attach(tmp_path: Path, agent: AgentProcess) -
         assert (await ws.finish()).status == SUCCESS
 
 
+TYPED_AFTER = 1.0
 READ_LOOP = 'while read l; do echo "got: $l"; echo "stderr: $l" >&2; done; echo "stdin closed, exiting 0"'
 
 
@@ -225,11 +226,15 @@ async def test_attach(tmp_path: Path, agent: AgentProcess, runtime_view: Runtime
                                             "attach-ws": reader_pod("attach-ws"), "ticker": ticker})
     flags: dict[str, int] = {"error": 1, "input": 1, "output": 1}  # what kubectl attach -i sends, as recorded
 
-    # The recorded scenario: two lines in, stdin closed, the stdinOnce container ends, Status Success.
-    out = await api.spdy(api.path("attach", "attach-spdy", "main", **flags), stdin=b"hello\nworld\n")
+    # The recorded scenario: two lines in, stdin closed, the stdinOnce container ends, Status Success. Typed a
+    # moment after the streams are up, as a person does: containerd's attach starts copying stdin before it adds
+    # the stdout and stderr writers, so lines sent at once can be answered before they listen (CI saw stderr lost).
+    out = await api.spdy(api.path("attach", "attach-spdy", "main", **flags), stdin=b"hello\nworld\n",
+                         stdin_after=TYPED_AFTER)
     assert out.stdout == b"got: hello\ngot: world\nstdin closed, exiting 0\n"
     assert (out.stderr, out.status) == (b"stderr: hello\nstderr: world\n", SUCCESS)
-    out = await api.ws(api.path("attach", "attach-ws", "main", **flags), stdin=b"hello\nworld\n")
+    out = await api.ws(api.path("attach", "attach-ws", "main", **flags), stdin=b"hello\nworld\n",
+                       stdin_after=TYPED_AFTER)
     assert out.stdout == b"got: hello\ngot: world\nstdin closed, exiting 0\n"
     assert (out.stderr, out.status) == (b"stderr: hello\nstderr: world\n", SUCCESS)
 
