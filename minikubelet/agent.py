@@ -15,6 +15,7 @@ from cri.runtime import ContainerStatsRuntime, Runtime
 from cri.streaming import StreamingRuntime
 from cri.timeouts import RequestTimeoutRuntime
 from minikubelet import __version__
+from minikubelet.base import podview
 from minikubelet.base.clock import Clock, RealClock
 from minikubelet.base.podview import Pod
 from minikubelet.base.prometheus import CollectorRegistry
@@ -167,13 +168,13 @@ class Agent:
 
     def _worker_finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)
-        if self.api_pods is not None:
+        if self.api_pods is not None and podview.is_static(pod):
             self.api_pods.mirrors.wake()  # a static pod's mirror goes once the static pod has stopped
         self.housekeeping.trim_soon()
 
     def _set_source_pods(self, source: str, pods: list[Pod]) -> None:
         self.pod_config.set_source_pods(source, pods)
-        if self.api_pods is not None:
+        if self.api_pods is not None and source in podview.STATIC_SOURCES:  # API pods' changes: set_mirror_pods
             self.api_pods.mirrors.wake()
         self.housekeeping.stop_orphans_once_sources_seen()
 

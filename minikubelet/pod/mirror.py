@@ -85,10 +85,16 @@ class MirrorPods:
         self._node_uid = ""
         self._wake = asyncio.Event()
 
-    def set_mirror_pods(self, pods: Sequence[Pod]) -> None:
-        """Every mirror pod bound to this node (from the API source)."""
-        self.mirrors = {podview.full_name(p): p for p in pods}
-        self._wake.set()
+    def set_mirror_pods(self, pods: Sequence[Pod], listed: bool = False) -> None:
+        """Every mirror pod bound to this node (from the API source). The API source hands them over after
+        every pod event, the same objects when untouched: the sync is woken when one of them changed, and after
+        a (re)list, when the API server is back."""
+        mirrors = {podview.full_name(p): p for p in pods}
+        changed = listed or mirrors.keys() != self.mirrors.keys() or any(
+            self.mirrors[k] is not p for k, p in mirrors.items())
+        self.mirrors = mirrors
+        if changed:
+            self._wake.set()
 
     def wake(self) -> None:
         self._wake.set()

@@ -62,10 +62,12 @@ Failure = PredicateFailure | InsufficientResource
 
 
 def general_filter(pod: PodView, admitted: Sequence[PodView], node: Node,
-                   comparison_operators: bool = False) -> list[Failure]:
-    """Every failed check, in upstream's order (AdmissionCheck with includeAllFailures, then taints)."""
+                   comparison_operators: bool = False, used: Mapping[str, int] | None = None) -> list[Failure]:
+    """Every failed check, in upstream's order (AdmissionCheck with includeAllFailures, then taints). `used`:
+    the admitted pods' requests summed, when the caller has them."""
     allocatable = {**to_units(node.allocatable), PODS: int(node.allocatable.get(PODS, 0))}
-    used = sum_units(pod_request_units(p) for p in admitted)
+    if used is None:
+        used = sum_units(pod_request_units(p) for p in admitted)
     failures: list[Failure] = list(fits_request(admitting_pod_request_units(pod, node.allocatable), len(admitted),
                                                 used, allocatable))
     spec = pod.raw.get("spec") or {}
@@ -120,27 +122,31 @@ class PredicateAdmitHandler:
         self._node = node
         self._metrics = metrics or Metrics()
         self._comparison_operators = bool((feature_gates or {}).get(TAINT_COMPARISON_GATE, False))
-        # id of an admitted pod object -> (it, its view): each admission reads every admitted pod, which
-        # changes far less often than pods are admitted; kept only for the pods of the last admission
-        self._views: dict[int, tuple[Pod, PodView]] = {}
+        # id of an admitted pod object -> (it, its view, its requests): each admission reads every admitted
+        # pod, which changes far less often than pods are admitted; kept only for the pods of the last admission
+        self._views: dict[int, tuple[Pod, PodView, dict[str, int]]] = {}
 
-    def _views_of(self, pods: Sequence[Pod]) -> list[PodView]:
-        known, views, out = self._views, {}, []
+    def _views_of(self, pods: Sequence[Pod]) -> tuple[list[PodView], dict[str, int]]:
+        """The admitted pods' views, and their requests summed."""
+        known, views, out, requests = self._views, {}, [], []
         for p in pods:
             hit = known.get(id(p))  # the object is held with its view: its id names no other while cached
-            entry = hit if hit is not None and hit[0] is p else (p, PodView.of(p))
-            views[id(p)] = entry
-            out.append(entry[1])
+            if hit is None or hit[0] is not p:
+                view = PodView.of(p)
+                hit = (p, view, pod_request_units(view))
+            views[id(p)] = hit
+            out.append(hit[1])
+            requests.append(hit[2])
         self._views = views
-        return out
+        return out, sum_units(requests)
 
     def admit(self, pod: Pod, admitted: Sequence[Pod]) -> PodAdmitResult:
         view = PodView.of(pod)
         os_refusal = _os_result(view)
         if os_refusal is not None:
             return os_refusal
-        others = self._views_of(admitted)
-        failures = general_filter(view, others, self._node(), self._comparison_operators)
+        others, used = self._views_of(admitted)
+        failures = general_filter(view, others, self._node(), self._comparison_operators, used)
         only_affinity = bool(failures) and all(
             isinstance(f, PredicateFailure) and f.name == NODE_AFFINITY[0] for f in failures)
         if failures and is_critical(view):

@@ -39,11 +39,11 @@ DEFAULT_MAX_PODS = 10 * 110
 class ApiserverPodSource:
     def __init__(self, client: RestClient, node_name: str, clock: Clock,
                  update: Callable[[str, list[Pod]], None], *, max_pods: int = DEFAULT_MAX_PODS,
-                 mirrors: Callable[[list[Pod]], None] = lambda _pods: None,
+                 mirrors: Callable[[list[Pod], bool], None] = lambda _pods, _listed: None,
                  startup: PodStartupLatency | None = None,
                  min_watch_timeout: float | None = None) -> None:
-        """`update(source, pods)` gets the pods to run; `mirrors(pods)` the mirror pods of our static pods,
-        which are never run (upstream: the pod manager keeps them apart)."""
+        """`update(source, pods)` gets the pods to run; `mirrors(pods, listed)` the mirror pods of our static
+        pods, which are never run (upstream: the pod manager keeps them apart), and whether they were listed."""
         self.node_name = node_name
         self.clock = clock
         self._update = update
@@ -77,15 +77,16 @@ class ApiserverPodSource:
                 self._startup.forget(uid)
         else:
             self._put(event.object)
-        self._seen = {uid: t for uid, t in self._seen.items() if uid in self._pods}
-        self._copies = {uid: c for uid, c in self._copies.items() if self._pods.get(uid) is c[0]}
+        if event.type == LIST or event.type == "DELETED":  # an update replaces its pod's copy in _annotated
+            self._seen = {uid: t for uid, t in self._seen.items() if uid in self._pods}
+            self._copies = {uid: c for uid, c in self._copies.items() if self._pods.get(uid) is c[0]}
         self.seen = True
         mirrors: list[Pod] = []
         pods: list[Pod] = []
         for p in self._pods.values():
             (mirrors if _is_mirror(p) else pods).append(p)
         self._update(API_SOURCE, [self._annotated(p) for p in pods])
-        self._mirrors(mirrors)
+        self._mirrors(mirrors, event.type == LIST)
 
     def pod(self, uid: str) -> Pod | None:
         """The pod as the API server last sent it (status included), or None."""

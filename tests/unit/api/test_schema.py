@@ -92,17 +92,17 @@ def _pod_with_env(entries: int, value: str) -> dict[str, Any]:
 
 def test_100k_env_entries_validate_in_reasonable_time() -> None:
     pod = _pod_with_env(100_000, "v")
-    start = time.perf_counter()
+    start = time.thread_time()  # CPU time: a quadratic step shows, a loaded machine's waits do not
     report = validate_manifest(pod)
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert report.errors == [] and report.warnings == []
     assert elapsed < 5.0, elapsed
 
 
 def test_a_10mb_pod_validates_in_about_a_second() -> None:
     pod = _pod_with_env(50_000, "x" * 190)  # ~10 MB of JSON
-    start = time.perf_counter()
+    start = time.thread_time()  # CPU time, as above
     made = make_static_pod(pod, "n1", "/m/big.json")
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert made.warnings == []
-    assert elapsed < 3.0, elapsed  # measured ~0.5 s; the margin is for loaded CI machines
+    assert elapsed < 3.0, elapsed  # measured ~0.5 s of CPU

@@ -133,3 +133,24 @@ async def test_the_static_pods_status_goes_to_its_mirror(api_server: ApiServer, 
         assert not sync.needs_update(static["metadata"]["uid"])
     finally:
         await world.close()
+
+
+def test_the_sync_is_woken_by_a_changed_mirror_or_a_list_not_by_every_pod_event() -> None:
+    # the API source hands the mirror pods over after each pod event, the same objects while untouched
+    mirrors = MirrorPods(RestClient.__new__(RestClient), FakeClock(), NODE, lambda: [])
+    woken: list[bool] = []
+
+    def handed(pods: list[dict[str, Any]], listed: bool = False) -> None:
+        mirrors._wake.clear()
+        mirrors.set_mirror_pods(pods, listed)
+        woken.append(mirrors._wake.is_set())
+
+    first = {"metadata": {"name": "web-n1", "namespace": "kube-system", "annotations": {MIRROR_ANNOTATION: "h"}}}
+    changed = {"metadata": {**first["metadata"], "resourceVersion": "2"}}
+    handed([])  # an API pod's event, no mirror pods
+    handed([], listed=True)  # a relist: the API server is back
+    handed([first])
+    handed([first])  # another pod's event
+    handed([changed])
+    handed([])
+    assert woken == [False, True, True, False, True, True]
