@@ -98,9 +98,13 @@ httpd -p 8080 -h /www
 for i in $(seq 50); do wget -qO- http://127.0.0.1:8080/ >/dev/null 2>&1 && break; sleep 0.1; done
 echo "ip:$(wget -qO- http://127.0.0.1:8080/)"
 echo "name:$(wget -qO- http://localhost:8080/)"
-nc -l -p 9000 >/tmp/nc.out &
-for i in $(seq 50); do echo over-nc | nc -w 1 127.0.0.1 9000 2>/dev/null && break; sleep 0.1; done
-wait
+for i in $(seq 10); do
+  nc -l -p 9000 >/tmp/nc.out & listener=$!
+  sleep 0.2
+  echo over-nc | nc -w 1 127.0.0.1 9000 2>/dev/null || true
+  sleep 0.2; kill $listener 2>/dev/null || true; wait $listener 2>/dev/null || true
+  grep -q over-nc /tmp/nc.out && break
+done
 echo "nc:$(cat /tmp/nc.out)"
 rc=0; timeout 5 nslookup localhost 127.0.0.1 >/dev/null 2>&1 || rc=$?
 echo "nslookup:$rc"
