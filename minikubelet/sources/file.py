@@ -18,7 +18,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from asyncinotify import Inotify, Mask
+from asyncinotify import Event, Inotify, Mask
 
 from minikubelet.base import podview
 from minikubelet.base.bounded_reader import (
@@ -43,7 +43,8 @@ SOURCE = "file"
 WATCH_MASK = (Mask.CREATE | Mask.DELETE | Mask.MODIFY | Mask.CLOSE_WRITE | Mask.MOVED_TO | Mask.MOVED_FROM
               | Mask.ATTRIB | Mask.DELETE_SELF | Mask.MOVE_SELF | Mask.ONLYDIR)
 WATCH_GONE = Mask.DELETE_SELF | Mask.MOVE_SELF | Mask.IGNORED | Mask.UNMOUNT
-# A burst of changes (a tool writing many manifests, one file written in pieces) becomes one re-list.
+# A file still being written (created or modified, not yet closed) waits this long, so that a burst of changes (a
+# tool writing many manifests, one file written in pieces) becomes one re-list; complete writes are re-listed at once.
 WATCH_SETTLE = 0.01
 MAX_LOGGED_ERRORS = 10
 MAX_LOGGED_CHARS = 240  # per error; a log line stays one line of a few KiB at most
@@ -253,13 +254,34 @@ class StaticPodSource:
             # Changes between the last re-list and the watch being in place.
             await self.sync()
             while True:
-                gone = bool((await inotify.get()).mask & WATCH_GONE)
-                await asyncio.sleep(WATCH_SETTLE)
-                while (more := inotify.sync_get()) is not None:
-                    gone = gone or bool(more.mask & WATCH_GONE)
+                writing: dict[str, bool] = {}
+                gone = _queued(inotify, writing, await inotify.get())
+                if any(writing.values()) and not gone:
+                    await asyncio.sleep(WATCH_SETTLE)
+                    gone = _queued(inotify, writing) or gone
                 await self.sync()
                 if gone:
                     return
+
+
+_WRITING = Mask.CREATE | Mask.MODIFY
+_WRITTEN = Mask.CLOSE_WRITE | Mask.DELETE | Mask.MOVED_FROM
+
+
+def _queued(inotify: Inotify, writing: dict[str, bool], first: Event | None = None) -> bool:
+    """Take `first` and the events already queued; note in `writing` which names are open for writing (created or
+    modified, not closed since). Whether the directory itself went away."""
+    gone = False
+    event = first if first is not None else inotify.sync_get()
+    while event is not None:
+        gone = gone or bool(event.mask & WATCH_GONE)
+        name = str(event.name or "")
+        if event.mask & _WRITTEN:
+            writing[name] = False
+        elif event.mask & _WRITING and not event.mask & Mask.ISDIR:
+            writing[name] = True
+        event = inotify.sync_get()
+    return gone
 
 
 def _read_and_digest(fpath: str) -> tuple[bytes, FileVersion, str]:

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 import yaml
+from asyncinotify import Inotify
 
 from minikubelet.base.clock import FakeClock
 from minikubelet.base.podview import Pod
 from minikubelet.metrics import Metrics
 from minikubelet.sources import file as file_source
-from minikubelet.sources.file import StaticPodSource
+from minikubelet.sources.file import WATCH_MASK, StaticPodSource, _queued
 from minikubelet.sources.manifest_worker import InProcessParser
 from minikubelet.sources.static_pod import StaticPod
 from tests.unit.base.test_bounded_reader import _make_entries
@@ -255,3 +256,28 @@ async def test_the_inotify_watch_publishes_changes_without_the_periodic_relist(h
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
+
+
+def test_the_watch_waits_only_for_a_file_still_open_for_writing(tmp_path: Path) -> None:
+    """A manifest written and closed is re-listed at once; one still open for writing (created or modified, not
+    closed) waits for the settle. The kernel queues the events as the calls are made, so no timing is involved."""
+    watched = tmp_path / "manifests"
+    watched.mkdir()
+    with Inotify(sync_timeout=0) as inotify:
+        inotify.add_watch(watched, WATCH_MASK)
+        writing: dict[str, bool] = {}
+        with (watched / "a.yaml").open("w") as f:
+            f.write("apiVersion: v1\n")
+            f.flush()
+            assert _queued(inotify, writing) is False
+            assert writing == {"a.yaml": True}
+        assert _queued(inotify, writing) is False
+        assert writing == {"a.yaml": False}
+        (watched / "b.yaml").write_text("kind: Pod\n")  # created, written and closed
+        (watched / "sub").mkdir()  # a directory is never written to
+        assert _queued(inotify, writing) is False
+        assert writing == {"a.yaml": False, "b.yaml": False}
+        for p in watched.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+        watched.rmdir()
+        assert _queued(inotify, writing) is True  # the directory itself went away
