@@ -50,7 +50,7 @@ _WORKING = (("desired", "true"), ("desired", ""), ("orphan", "true"), ("orphan",
 
 def set_pod_gauges(metrics: Metrics, desired: Mapping[str, Pod], active: Sequence[Pod], workers: PodWorkers,
                    runtime_only: AbstractSet[str], mirrors: int) -> None:
-    static = [uid for uid, pod in desired.items() if is_static(pod)]
+    static = {uid for uid, pod in desired.items() if is_static(pod)}
     metrics.desired_pods.labels("").set(len(desired) - len(static))
     metrics.desired_pods.labels("true").set(len(static))
     active_static = sum(1 for pod in active if is_static(pod))
@@ -69,7 +69,7 @@ def set_pod_gauges(metrics: Metrics, desired: Mapping[str, Pod], active: Sequenc
             config, static_label = "runtime_only", "unknown"
         else:
             config = "desired" if uid in desired else "orphan"
-            static_label = "true" if is_static(w.pod) else ""
+            static_label = "true" if (uid in static if config == "desired" else is_static(w.pod)) else ""
         key = (_LIFECYCLE[w.lifecycle], config, static_label)
         counts[key] = counts.get(key, 0) + 1
     for config, static_label in _WORKING:
