@@ -41,7 +41,6 @@ from typing import Any
 from cri.errors import RuntimeError_
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
-from minikubelet.pod.mirror import MIRROR_ANNOTATION, is_mirror_pod, pod_hash
 from tests.sim.api import ADMIN, ApiAgent, SimApi
 from tests.sim.invariants import DELETE_BOUND, Checker, Violation
 from tests.sim.node import SimNode
@@ -71,6 +70,9 @@ OVER = {"cpu": ("3",), "memory": ("3Gi",)}
 MIRROR_SHARE = 0.1  # the chance an api-mirror or static-edit comes before each of the node's events
 MIRROR_EVENTS = (("api-mirror", 0), ("api-mirror", 0), ("api-mirror", 1), ("static-edit", 0))
 MIRROR_BOUND = CONVERGE_BOUND  # after the API is back (or the agent starts, or the static pod changes)
+# written out here, not read from minikubelet.pod.mirror, so a change there is caught
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+HASH_ANNOTATION = "kubernetes.io/config.hash"
 
 
 def mix(seed: int, events: list[Event]) -> list[Event]:
@@ -346,10 +348,10 @@ class ApiWorld:
             uid, pod = syncing[0]
             m = mirrors.get(full)
             if m is None or m["metadata"].get("deletionTimestamp") or \
-                    (m["metadata"].get("annotations") or {}).get(MIRROR_ANNOTATION) != pod_hash(pod):
-                wrong[("missing", full)] = (f"static pod {full} ({uid}) runs, its mirror pod in the API: "
-                                            f"{None if m is None else (m['metadata'].get('annotations') or {}).get(MIRROR_ANNOTATION)}"
-                                            f"{' (being deleted)' if m is not None and m['metadata'].get('deletionTimestamp') else ''}")
+                    _annotation(m, MIRROR_ANNOTATION) != _annotation(pod, HASH_ANNOTATION):
+                shown = "none" if m is None else _trace_name(m) + (
+                    " (being deleted)" if m["metadata"].get("deletionTimestamp") else "")
+                wrong[("missing", full)] = f"static pod {full} ({uid}) runs, its mirror pod in the API: {shown}"
         for full, m in mirrors.items():
             if full not in statics:
                 wrong[("orphan", full)] = f"mirror pod {full} ({podview.uid(m)}) is left of a static pod that is gone"
@@ -398,8 +400,16 @@ class ApiWorld:
             raise Violation("final-delete", f"pods left in the API after quiescence: {left}")
 
 
+def _annotation(pod: Json, key: str) -> Any:
+    return (pod["metadata"].get("annotations") or {}).get(key)
+
+
+def is_mirror_pod(pod: Json) -> bool:
+    return bool(_annotation(pod, MIRROR_ANNOTATION))
+
+
 def _trace_name(pod: Json) -> str:
-    mirrored = (pod["metadata"].get("annotations") or {}).get(MIRROR_ANNOTATION)
+    mirrored = _annotation(pod, MIRROR_ANNOTATION)
     return f"{pod['metadata']['name']}<{mirrored}>" if mirrored else str(pod["metadata"]["name"])
 
 
