@@ -115,6 +115,8 @@ class Agent:
                                 self.container_backoff, self.statuses, probes, config.root_dir, self.host_ip)
 
         def make_worker(pod: Pod, adopted: bool) -> PodWorker:
+            if self.api_pods is not None and podview.is_static(pod):
+                self.api_pods.mirrors.wake()  # upstream makes the mirror pod in the static pod's sync
             return PodWorker(pod, self.syncer, clock, metrics, config.sync_frequency, adopted=adopted)
 
         self.workers = workers = PodWorkers(make_worker, on_finished=self._worker_finished)

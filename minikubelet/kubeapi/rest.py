@@ -108,10 +108,16 @@ class TokenBucket:
             return
         async with self._lock:
             self._refill()
-            while self._tokens < 1.0:
-                await self.clock.sleep((1.0 - self._tokens) / self.qps)
-                self._refill()
             self._tokens -= 1.0
+            if self._tokens >= 0.0:
+                return
+            # Reserved (as x/time/rate): the token is this caller's once the shortfall has refilled, without a
+            # check after the wait, which float rounding can fail by a hair at every wake while no time passes.
+            try:
+                await self.clock.sleep(-self._tokens / self.qps)
+            except asyncio.CancelledError:
+                self._tokens += 1.0  # not taken: the reservation is given back
+                raise
 
 
 @dataclass(frozen=True)

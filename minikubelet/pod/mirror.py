@@ -1,8 +1,9 @@
 """Mirror pods: the API server's view of this node's static pods (upstream pod/mirror_client.go and the
 mirror handling of kubelet.go SyncPod / HandlePodCleanups).
 
-For every static pod (file or URL source) that is not being terminated, a pod of the same name and
-namespace exists in the API: a copy of the static pod with the annotation `kubernetes.io/config.mirror`
+For every static pod (file or URL source) whose worker runs (upstream makes it in the pod's sync: none for a
+pod refused at admission or waiting behind an older pod of its name) and that is not being terminated, a pod of
+the same name and namespace exists in the API: a copy of the static pod with the annotation `kubernetes.io/config.mirror`
 set to its `kubernetes.io/config.hash` (it keeps `config.source`, `config.seen` and the hash), and a
 controller owner reference to this Node (NodeRestriction refuses anything else). A mirror pod that was
 deleted is created again; one whose hash is not the static pod's (an older version) or that is being
@@ -71,6 +72,13 @@ def mirror_pod(static: Pod, node_name: str, node_uid: str) -> Json:
 class StaticPod:
     pod: Pod
     terminating: bool  # being stopped: no mirror is made for it, and its mirror is not yet deleted
+    # its worker runs: upstream makes the mirror in the pod's sync, so none is made for a pod refused at admission
+    # or waiting behind an older pod of its name (its mirror is kept, as a terminating one's)
+    started: bool = True
+
+    @property
+    def syncing(self) -> bool:
+        return self.started and not self.terminating
 
 
 class MirrorPods:
@@ -111,13 +119,17 @@ class MirrorPods:
 
     async def sync(self) -> None:
         """Make the mirror pods match the static pods; errors are logged and retried next time."""
-        statics = {podview.full_name(s.pod): s for s in self.static_pods()}
+        statics: dict[str, StaticPod] = {}
+        for s in self.static_pods():
+            full = podview.full_name(s.pod)
+            if full not in statics or s.syncing:  # of several of one name, the one that runs has the mirror
+                statics[full] = s
         for full, mirror in list(self.mirrors.items()):
             static = statics.get(full)
             if static is None:
                 await self._delete(mirror, None, "orphaned mirror pod")
         for full, static in statics.items():
-            if static.terminating:
+            if not static.syncing:
                 continue
             current = self.mirrors.get(full)
             if current is not None and (podview.meta(current).get("deletionTimestamp")

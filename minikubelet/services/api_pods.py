@@ -64,12 +64,13 @@ class ApiPods(Service):
                         on_change=waker(lambda: containers.objects, object_changed, SECRET)),
             self.services, TokenManager(client, clock))
         containers.objects = self.objects
-        self.mirrors = MirrorPods(client, clock, node_name, self._static_pods)
+        self.mirrors = MirrorPods(client, clock, node_name, lambda: static_pods(manager, workers))
         manager.mirror_count = lambda: len(self.mirrors.mirrors)
         self.source = ApiserverPodSource(client, node_name, clock, set_source_pods, max_pods=10 * max(max_pods, 1),
                                          mirrors=self.mirrors.set_mirror_pods,
                                          startup=metrics.pod_startup)
-        self.status_sync = PodStatusSync(client, clock, statuses, pod_terminated, source_pod=self._source_api_pod,
+        self.status_sync = PodStatusSync(client, clock, statuses, pod_terminated,
+                                         source_pod=lambda pod: source_api_pod(self.source, self.mirrors, pod),
                                          metrics=metrics)
 
     def loops(self) -> Sequence[Loop]:
@@ -106,21 +107,22 @@ class ApiPods(Service):
             log.warning("reading the node for admission failed", extra={"kv": {"err": str(e) or type(e).__name__}})
         self._manager.readmit(uid)
 
-    def _source_api_pod(self, pod: Pod) -> Pod | None:
-        """The API object of a pod as the API source last received it; a static pod's is its mirror pod."""
-        if is_static_pod(pod):
-            mirror = self.mirrors.mirrors.get(podview.full_name(pod))
-            return mirror if mirror is not None and is_mirror_of(mirror, pod) else None
-        return self.source.pod(podview.uid(pod))
 
-    def _static_pods(self) -> list[StaticPod]:
-        """Static pods wanted or still stopping, for their mirror pods."""
-        out: dict[str, StaticPod] = {}
-        workers = self._workers
-        for uid, pod in [*self._manager.desired.items(), *((w, p) for w, p in zip(
-                workers.uids(), workers.pods(), strict=True))]:
-            if uid in out or not is_static_pod(pod):
-                continue
-            w = workers.get(uid)
-            out[uid] = StaticPod(pod, terminating=w is not None and w.terminating)
-        return list(out.values())
+def source_api_pod(source: ApiserverPodSource, mirrors: MirrorPods, pod: Pod) -> Pod | None:
+    """The API object of a pod as the API source last received it; a static pod's is its mirror pod."""
+    if is_static_pod(pod):
+        mirror = mirrors.mirrors.get(podview.full_name(pod))
+        return mirror if mirror is not None and is_mirror_of(mirror, pod) else None
+    return source.pod(podview.uid(pod))
+
+
+def static_pods(manager: PodManager, workers: PodWorkers) -> list[StaticPod]:
+    """Static pods wanted or still stopping, for their mirror pods; those without a worker (refused, or waiting
+    behind an older pod of their name) are not started."""
+    out: dict[str, StaticPod] = {}
+    for uid, pod in [*manager.desired.items(), *((w, p) for w, p in zip(workers.uids(), workers.pods(), strict=True))]:
+        if uid in out or not is_static_pod(pod):
+            continue
+        w = workers.get(uid)
+        out[uid] = StaticPod(pod, terminating=w is not None and w.terminating, started=w is not None)
+    return list(out.values())

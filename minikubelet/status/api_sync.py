@@ -7,7 +7,8 @@ whose newest status version the API server has not acknowledged yet, that wait f
 it differs from ours in what the kubelet owns (needsReconcile: someone else wrote it). An unchanged status
 sends nothing. One sync, as upstream:
 
-1. GET the pod. 404: nothing to do (its status is dropped when it leaves the sources). A different uid
+1. A static pod without a mirror pod of it (as the API source last sent it): nothing (upstream syncBatch
+   skips it, no request). GET the pod. 404: nothing to do (its status is dropped when it leaves the sources). A different uid
    under that name is a recreated pod (skipped), unless it is the mirror pod of our static pod: a static
    pod's status is reported through its mirror.
 2. Merge (mergePodStatus): conditions the kubelet does not own stay as the API has them; ours replace
@@ -238,6 +239,12 @@ class PodStatusSync:
         if entry is None:
             return
         pod, version = entry.pod, entry.version
+        if podview.is_static(pod) and self.source_pod(pod) is None:
+            # upstream syncBatch: a static pod's status goes to its mirror pod only; none yet, no request (the
+            # periodic sync writes it once the mirror pod is made)
+            log.debug("static pod does not have a corresponding mirror pod; skipping",
+                      extra={"kv": {"pod": podview.format_pod(pod)}})
+            return
         path = f"/api/v1/namespaces/{podview.namespace(pod)}/pods/{podview.name(pod)}"
         try:
             api_pod = await self.client.get(path)

@@ -36,9 +36,13 @@ from minikubelet.node.machine import MachineInfo
 from minikubelet.node.registration import NodeRegistration, initial_node
 from minikubelet.node.status import NodeStatusInputs
 from minikubelet.node.status_updater import NodeStatusUpdater
+from minikubelet.pod.manager import PodManager
+from minikubelet.pod.mirror import MirrorPods
+from minikubelet.services.api_pods import source_api_pod, static_pods
 from minikubelet.sources.apiserver import ApiserverPodSource
 from minikubelet.status.api_sync import PodStatusSync
 from minikubelet.worker.lifecycle import PodLifecycle
+from minikubelet.worker.workers import PodWorkers
 from tests.apiserver import errors, registry, selectors, store
 from tests.apiserver.auth import User
 from tests.apiserver.authz import Attributes, Authorizer
@@ -47,9 +51,9 @@ from tests.apiserver.resources import resource
 from tests.apiserver.server import parse_path
 from tests.apiserver.store import Store, TooOld, Watch
 from tests.apiserver.watch import bookmark, dumps
+from tests.sim.workload import NODE
 
 Json = dict[str, Any]
-NODE = "node-1"
 NODE_USER = User(f"system:node:{NODE}", ("system:nodes", "system:authenticated"))
 ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
 HISTORY = 200  # the watch cache's window: small, so a long outage can also end in a 410 without an injection
@@ -358,16 +362,20 @@ class SimClient(RestClient):
 
 class ApiAgent:
     """The agent's API half as services/api_pods.py wires it: the API pod source (list + watch into the source
-    merge), the status manager's API sync (PATCH status, the final DELETE), and as the join wires them the
-    node's registration and status updates and its Lease heartbeat."""
+    merge; the mirror pods it hands to the mirror pod manager, not the merge), the status manager's API sync (PATCH
+    status, the final DELETE; a static pod's status to its mirror pod), the mirror pods of the static pods, and as
+    the join wires them the node's registration and status updates and its Lease heartbeat."""
 
-    def __init__(self, api: SimApi, clock: FakeClock, statuses: Any, workers: Any, max_pods: int,
-                 set_source_pods: Callable[[str, list[Pod]], None]) -> None:
+    def __init__(self, api: SimApi, clock: FakeClock, statuses: Any, manager: PodManager, workers: PodWorkers,
+                 max_pods: int, set_source_pods: Callable[[str, list[Pod]], None]) -> None:
         self.client = SimClient(api, clock)
         self._workers = workers
-        self.source = ApiserverPodSource(self.client, NODE, clock, set_source_pods, max_pods=10 * max_pods)
+        self.mirrors = MirrorPods(self.client, clock, NODE, lambda: static_pods(manager, workers))
+        manager.mirror_count = lambda: len(self.mirrors.mirrors)
+        self.source = ApiserverPodSource(self.client, NODE, clock, set_source_pods, max_pods=10 * max_pods,
+                                         mirrors=self.mirrors.set_mirror_pods)
         self.status_sync = PodStatusSync(self.client, clock, statuses, self.terminated,
-                                         source_pod=lambda pod: self.source.pod(podview.uid(pod)))
+                                         source_pod=lambda pod: source_api_pod(self.source, self.mirrors, pod))
         self.lease = NodeLease(self.client, clock, NODE)
         self.registration = NodeRegistration(self.client, clock, NODE, self._node)
         self.node_status = NodeStatusUpdater(self.client, clock, self.registration, self._inputs)

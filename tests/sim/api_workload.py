@@ -22,6 +22,12 @@ invariants (`final-delete`, `api-converges`), checked after every step.
                  RestartContainer for memory), 4 pod-level requests
                  (Infeasible on this node), 5 smaller values while the runtime refuses the next UpdateContainerResources
                  calls. Drawn from a stream of its own, so the other events of a seed stay as they were drawn.
+    api-mirror   an admin deletes a mirror pod: `b` 0 graceful (its own grace period: the kubelet deletes it for
+                 good and makes it again), 1 with gracePeriodSeconds 0 (gone at once; the kubelet makes it again)
+    static-edit  a static pod's file changes (tests/sim/run.py): a new uid and config.hash under the same name, so
+                 its mirror pod is stale. Both drawn from a stream of their own too.
+
+Mirror pod invariants (`mirror-converges`, `mirror-not-run`): see `_check_mirrors`.
 """
 
 from __future__ import annotations
@@ -35,11 +41,11 @@ from typing import Any
 from cri.errors import RuntimeError_
 from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock
-from tests.sim.api import ADMIN, NODE, ApiAgent, SimApi
+from tests.sim.api import ADMIN, ApiAgent, SimApi
 from tests.sim.invariants import DELETE_BOUND, Checker, Violation
 from tests.sim.node import SimNode
 from tests.sim.shapes import CPU_REQUESTS, MEMORY_REQUESTS
-from tests.sim.workload import NAMES, Event, pod_for
+from tests.sim.workload import NAMES, NODE, Event, pod_for
 
 Json = dict[str, Any]
 FINAL_DELETE_BOUND = DELETE_BOUND + 30.0  # a deleted pod's worker is done within DELETE_BOUND; then the sync period
@@ -61,14 +67,24 @@ RESIZES = (0, 0, 1, 2, 3, 3, 4, 5)
 SMALL = {"cpu": ("50m", "200m", "300m"), "memory": ("32Mi", "128Mi", "192Mi")}
 LARGE = {"cpu": ("1500m",), "memory": ("1536Mi",)}
 OVER = {"cpu": ("3",), "memory": ("3Gi",)}
+MIRROR_SHARE = 0.1  # the chance an api-mirror or static-edit comes before each of the node's events
+MIRROR_EVENTS = (("api-mirror", 0), ("api-mirror", 0), ("api-mirror", 1), ("static-edit", 0))
+MIRROR_BOUND = CONVERGE_BOUND  # after the API is back (or the agent starts, or the static pod changes)
+# written out here, not read from minikubelet.pod.mirror, so a change there is caught
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+HASH_ANNOTATION = "kubernetes.io/config.hash"
 
 
 def mix(seed: int, events: list[Event]) -> list[Event]:
     """`events` with the seed's API events put in between."""
     rng = random.Random(seed * 7919 + 32)
     resizes = random.Random(seed * 7919 + 36)
+    mirrors = random.Random(seed * 7919 + 40)
     out: list[Event] = []
     for ev in events:
+        if mirrors.random() < MIRROR_SHARE:
+            kind, b = mirrors.choice(MIRROR_EVENTS)
+            out.append(Event(kind, mirrors.randrange(1 << 16), b, 0.0))
         if resizes.random() < RESIZE_SHARE:
             # no virtual time of its own (the next event's runs): most find no pod to resize, and the sim's cost is
             # per virtual second
@@ -128,6 +144,8 @@ class ApiWorld:
         self.deleted: dict[str, _Deleted] = {}  # uid -> when it was deleted through the API, until it is gone
         self.differs: dict[str, float] = {}  # uid -> since when the API's status differs from the agent's
         self.lease_started: float | None = None  # monotonic: the agent's heartbeat loop began
+        self.mirror_wrong: dict[tuple[str, str], float] = {}  # (what, full name) -> since when a mirror pod is wrong
+        self.mirror_uids: set[str] = set()  # every mirror pod the API server has had
 
     def attach(self, node: SimNode, max_pods: int) -> None:
         """A (new) agent's API half on `node`."""
@@ -135,19 +153,22 @@ class ApiWorld:
             node.config.set_source_pods(source, pods)
             node.stop_orphans_once_sources_seen()
 
-        agent = ApiAgent(self.api, self.clock, node.statuses, node.workers, max_pods, set_source_pods)
+        agent = ApiAgent(self.api, self.clock, node.statuses, node.manager, node.workers, max_pods, set_source_pods)
         async def heartbeat() -> None:
             self.lease_started = self.clock.monotonic()
             await agent.lease.run()
 
         node.loops += [("node-status", agent.node_status.run), ("node-lister", agent.node_lister.run),
                        ("api-pods", agent.run_source),
-                       ("pod-status-sync", agent.status_sync.run), ("node-lease", heartbeat)]
+                       ("pod-status-sync", agent.status_sync.run), ("node-lease", heartbeat),
+                       ("mirror-pods", agent.mirrors.run)]
         node.sources_seen = lambda: agent.source.seen
+        node.mirror_wake = agent.mirrors.wake
         self.agent = agent
         self.agent_started = self.clock.monotonic()
         self.lease_started = None
         self.differs.clear()
+        self.mirror_wrong.clear()
 
     # -- events ----------------------------------------------------------------------------------------------
     def apply(self, ev: Event) -> None:
@@ -167,6 +188,11 @@ class ApiWorld:
         elif ev.kind == "api-resize" and (resizable := self._resizable()):
             pod, i = resizable[ev.a % len(resizable)]
             self._resize(pod, i, ev.a, ev.b)
+        elif ev.kind == "api-mirror" and (mirrors := self._mirrors()):
+            mirror = mirrors[ev.a % len(mirrors)]
+            md = mirror["metadata"]
+            self.api.admin("DELETE", f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}",
+                           {"gracePeriodSeconds": 0} if ev.b == 1 else None)
         elif ev.kind in ("api-down", "api-hang"):
             api.outage(float(ev.b), hang=ev.kind == "api-hang")
         elif ev.kind == "api-gone":
@@ -181,7 +207,13 @@ class ApiWorld:
         self.api.watch_delay = 0.0
 
     def _live(self) -> list[Json]:
-        return [p for _uid, p in sorted(self.api.pods().items()) if not p["metadata"].get("deletionTimestamp")]
+        """The API pods not being deleted, mirror pods left out (the api-mirror event's)."""
+        return [p for _uid, p in sorted(self.api.pods().items())
+                if not p["metadata"].get("deletionTimestamp") and not is_mirror_pod(p)]
+
+    def _mirrors(self) -> list[Json]:
+        return [p for _uid, p in sorted(self.api.pods().items())
+                if not p["metadata"].get("deletionTimestamp") and is_mirror_pod(p)]
 
     def _update(self, pod: Json, how: int) -> None:
         md = pod["metadata"]
@@ -287,11 +319,55 @@ class ApiWorld:
                     raise Violation("api-converges", f"pod {uid}: the agent has {ours}, the API {theirs} since "
                                                      f"{max(first, since):.1f} (now {now:.1f})")
             self._check_lease(now)
+            self._check_mirrors(node, stored, now, since)
         else:
             self.differs.clear()
-        pods = str(sorted((p["metadata"]["name"], (p.get("status") or {}).get("phase"),
+            self.mirror_wrong.clear()
+        self._check_mirrors_not_run(stored)
+        # a mirror pod by its name and the config.hash it mirrors
+        pods = str(sorted((_trace_name(p), (p.get("status") or {}).get("phase"),
                            bool(p["metadata"].get("deletionTimestamp"))) for p in stored.values()))
         return f"{pods} 410s={api.expired}"
+
+    def _check_mirrors(self, node: SimNode, stored: dict[str, Json], now: float, since: float) -> None:
+        """`mirror-converges` (upstream kubelet.go tryReconcileMirrorPods in SyncPod, HandlePodCleanups): once the API
+        has been reachable for the bound, each static pod the agent runs (admitted, its worker syncing: upstream
+        makes the mirror in SyncPod, so not for a pod refused or waiting behind an older one of its name) has a
+        mirror pod not being deleted whose config.mirror is its config.hash, and no mirror pod is left of a name no
+        static pod wanted or still stopping has."""
+        mirrors = {podview.full_name(p): p for p in stored.values() if is_mirror_pod(p)}
+        statics: dict[str, list[tuple[str, Json]]] = {}
+        for uid, pod in [*node.manager.desired.items(), *zip(node.workers.uids(), node.workers.pods(), strict=True)]:
+            if podview.is_static(pod) and uid not in (u for u, _p in statics.get(podview.full_name(pod), [])):
+                statics.setdefault(podview.full_name(pod), []).append((uid, pod))
+        wrong: dict[tuple[str, str], str] = {}
+        for full, group in statics.items():
+            syncing = [(uid, pod) for uid, pod in group if (w := node.workers.get(uid)) is not None
+                       and not w.terminating and not node.manager.rejected(uid) and uid in node.manager.desired]
+            if len(syncing) != 1:
+                continue
+            uid, pod = syncing[0]
+            m = mirrors.get(full)
+            if m is None or m["metadata"].get("deletionTimestamp") or \
+                    _annotation(m, MIRROR_ANNOTATION) != _annotation(pod, HASH_ANNOTATION):
+                shown = "none" if m is None else _trace_name(m) + (
+                    " (being deleted)" if m["metadata"].get("deletionTimestamp") else "")
+                wrong[("missing", full)] = f"static pod {full} ({uid}) runs, its mirror pod in the API: {shown}"
+        for full, m in mirrors.items():
+            if full not in statics:
+                wrong[("orphan", full)] = f"mirror pod {full} ({podview.uid(m)}) is left of a static pod that is gone"
+        self.mirror_wrong = {k: self.mirror_wrong.get(k, now) for k in wrong}
+        for k, first in self.mirror_wrong.items():
+            if now - max(first, since) > MIRROR_BOUND:
+                raise Violation("mirror-converges", f"{wrong[k]} since {max(first, since):.1f} (now {now:.1f})")
+
+    def _check_mirrors_not_run(self, stored: dict[str, Json]) -> None:
+        """`mirror-not-run`: nothing of a mirror pod ever runs (the API source hands it to the mirror pods, never to
+        the pod manager)."""
+        self.mirror_uids.update(uid for uid, p in stored.items() if is_mirror_pod(p))
+        for o in self.checker.runtime.objects():
+            if o.pod.uid in self.mirror_uids:
+                raise Violation("mirror-not-run", f"the runtime has {o.id} of mirror pod {o.pod.name} ({o.pod.uid})")
 
     def _check_lease(self, now: float) -> None:
         started = self.lease_started
@@ -323,6 +399,19 @@ class ApiWorld:
         left = [p["metadata"]["name"] for p in self.api.pods().values()]
         if left:
             raise Violation("final-delete", f"pods left in the API after quiescence: {left}")
+
+
+def _annotation(pod: Json, key: str) -> Any:
+    return (pod["metadata"].get("annotations") or {}).get(key)
+
+
+def is_mirror_pod(pod: Json) -> bool:
+    return bool(_annotation(pod, MIRROR_ANNOTATION))
+
+
+def _trace_name(pod: Json) -> str:
+    mirrored = _annotation(pod, MIRROR_ANNOTATION)
+    return f"{pod['metadata']['name']}<{mirrored}>" if mirrored else str(pod["metadata"]["name"])
 
 
 def _seconds(text: str, fmt: str = "%Y-%m-%dT%H:%M:%S.%fZ") -> float | None:

@@ -66,6 +66,11 @@ INVARIANTS: dict[str, str] = {
                       "that ran before no longer runs (a NotRequired-only resize's avoiding a restart is not checked)",
     "resize-completes": "a resize the agent allocated is carried out: the PodResizeInProgress condition of a pod "
                         "whose worker is not terminating goes within 360 s",
+    "mirror-converges": "once the API has been reachable 120 s (since the agent's start or the static pod's change "
+                        "too), each static pod the agent runs (admitted, worker not terminating) has a mirror pod "
+                        "not being deleted whose config.mirror is its config.hash, and no mirror pod is left whose "
+                        "static pod is gone and finished",
+    "mirror-not-run": "nothing of a mirror pod ever runs: no sandbox or container has a mirror pod's uid",
     "no-crash": "no pod worker or loop dies of an unexpected exception",
     "progress": f"tasks never keep one another busy at one virtual instant (a livelock): at most "
                 f"{MAX_CALLS_AT_INSTANT} runtime calls or 5000 loop iterations without time passing",

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from minikubelet.base import podview
 from minikubelet.base.podview import Pod, PodView
+from minikubelet.pod.mirror import MirrorPods
 from minikubelet.status.api_sync import PodStatusSync
 from minikubelet.worker.backoff import Backoff
 from minikubelet.worker.resize import PodResize
@@ -64,9 +65,27 @@ def _resize_not_actuated() -> None:
     PodResize._update_container = mutated  # type: ignore[method-assign]
 
 
+def _mirror_not_recreated() -> None:
+    """A mirror pod deleted through the API is not made again: the mirror pod manager creates each static pod's
+    mirror once (issue 32's workload gap: the static pod runs on, the API server no longer shows it)."""
+    create = MirrorPods._create
+
+    async def mutated(self: MirrorPods, static: Pod) -> None:
+        names: set[str] = self.__dict__.setdefault("_made", set())  # this agent's: a restart makes them again
+        full = podview.full_name(static)
+        if full in names:
+            return
+        await create(self, static)
+        if full in self.mirrors:  # made
+            names.add(full)
+
+    MirrorPods._create = mutated  # type: ignore[method-assign]
+
+
 MUTATIONS: dict[str, Callable[[], None]] = {"no-backoff": _no_backoff, "stuck-never-started": _stuck_never_started,
                                             "no-final-delete-never-started": _no_final_delete_never_started,
-                                            "resize-not-actuated": _resize_not_actuated}
+                                            "resize-not-actuated": _resize_not_actuated,
+                                            "mirror-not-recreated": _mirror_not_recreated}
 
 
 def apply(name: str) -> None:

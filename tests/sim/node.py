@@ -130,9 +130,12 @@ class SimNode:
         # every source has answered (the agent's housekeeping.stop_orphans_once_sources_seen)
         self.loops: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
         self.sources_seen: Callable[[], bool] = lambda: True
+        self.mirror_wake: Callable[[], None] = lambda: None  # the API half's mirror pods, woken as the agent does
         self.orphans_pending = True
 
     def _worker(self, pod: Pod, adopted: bool) -> PodWorker:
+        if podview.is_static(pod):
+            self.mirror_wake()  # as the agent's make_worker: the static pod's mirror pod is made as it syncs
         return PodWorker(pod, self.syncer, self.clock, self.metrics, resync_period=10.0, adopted=adopted)
 
     def _preempt(self, pod: Pod) -> asyncio.Event:
@@ -142,6 +145,8 @@ class SimNode:
 
     def _finished(self, uid: str, pod: Pod) -> None:
         self.manager.worker_finished(uid, pod)
+        if podview.is_static(pod):
+            self.mirror_wake()  # as the agent: a static pod's mirror goes once it has stopped
         self._on_finished(uid)
 
     def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
@@ -181,6 +186,7 @@ class SimNode:
             for source in SOURCES:
                 self.config.set_source_pods(SCRIPTED_API_SOURCE if source == "api" else source,
                                             [p for p in pods if _source(p) == source])
+            self.mirror_wake()  # as the agent after a static source's update
 
     def sweep_orphans(self) -> None:
         known = set(self.pleg.runtime_uids) | set(self.manager.desired) | set(self.workers.uids())

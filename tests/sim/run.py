@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import logging
 import random
@@ -178,6 +179,8 @@ class Sim:
             pod = self.wanted.pop(uid)
             node.set_pods(list(self.wanted.values()))
             self.checker.deleted(uid, float((pod.get("spec") or {}).get("terminationGracePeriodSeconds") or 0))
+        elif ev.kind == "static-edit" and (statics := sorted(u for u, p in self.wanted.items() if podview.is_static(p))):
+            self._edit_static(node, statics[ev.a % len(statics)])
         elif ev.kind in ("exit", "vanish") and (running := self._running()):
             cid = running[ev.a % len(running)]
             if ev.kind == "vanish":
@@ -213,6 +216,20 @@ class Sim:
                                                                         name="node-shutdown")
         elif ev.kind.startswith("api-"):
             self.api.apply(ev)
+
+    def _edit_static(self, node: SimNode, uid: str) -> None:
+        """A static pod's file changes: the file source gives a pod of a new uid and config.hash under the same name
+        (the old one leaves the source); its mirror pod is then stale."""
+        old = self.wanted.pop(uid)
+        self.checker.deleted(uid, float((old.get("spec") or {}).get("terminationGracePeriodSeconds") or 0))
+        new_uid = f"uid-{self.created}"
+        self.created += 1
+        md = {**old["metadata"], "uid": new_uid, "labels": {"edit": new_uid}}
+        md["annotations"] = {**md["annotations"], "kubernetes.io/config.hash": new_uid}
+        pod = {**copy.deepcopy(old), "metadata": md}
+        self.wanted[new_uid] = pod
+        self.shapes.pods[new_uid] = pod
+        node.set_pods(list(self.wanted.values()))
 
     def _runtime_restart(self, down: float, live_restore: bool) -> None:
         """The container runtime restarts: every call is refused for `down` seconds and the event stream breaks;

@@ -100,7 +100,8 @@ def test_a_pod_deleted_during_a_hung_start_is_finished() -> None:
 @pytest.mark.parametrize(("mutation", "invariant"), [("stuck-never-started", "deleted-pod-finishes"),
                                                      ("no-backoff", ""),
                                                      ("no-final-delete-never-started", "final-delete"),
-                                                     ("resize-not-actuated", "resize-actuated")])
+                                                     ("resize-not-actuated", "resize-actuated"),
+                                                     ("mirror-not-recreated", "mirror-converges")])
 def test_the_simulator_finds_a_bug_put_in_on_purpose(mutation: str, invariant: str) -> None:
     # the open findings are skipped as in the CI run: the first failure reported is the mutation's
     r = _sim("run", "--seeds", CI_SEEDS, "--steps", str(CI_STEPS), "--mutate", mutation, "--stop-on-failure",
@@ -306,4 +307,25 @@ def test_an_evicted_pod_still_stopping_at_a_node_shutdown_may_end_terminated() -
     # stopping when a node shutdown began; upstream hands its terminating sync the last status function asked
     # (acknowledgeTerminating), the shutdown's, so it may end Failed/Terminated
     out = run_seed(577, 100)
+    assert out.violation is None, out.violation
+
+
+def test_a_static_pods_mirror_pod_is_made_again_and_follows_its_hash() -> None:
+    # a running file pod's mirror pod force-deleted, then deleted gracefully, then its file changed (a new hash),
+    # then force-deleted during an API outage: each time the agent makes the mirror of the version that runs
+    events = [Event("create", 2, 0, 30.0), Event("api-mirror", 0, 1, 30.0), Event("api-mirror", 0, 0, 30.0),
+              Event("static-edit", 0, 0, 60.0), Event("api-down", 0, 30, 0.0), Event("api-mirror", 0, 1, 150.0)]
+    out = run_trace(0, events)
+    assert out.violation is None, out.violation
+    after = [line for line in out.log if not line.startswith("Event(")]
+    assert "('p0<uid-0>', 'Running', False)" in after[2]  # made again after the graceful delete
+    assert "('p0<uid-1>', 'Running', False)" in after[3]  # the new version's, the stale one gone
+    assert "('p0<uid-1>', 'Running', False)" in after[5]  # made again once the API was back
+
+
+def test_a_client_waiting_for_a_token_a_hair_short_gets_it() -> None:
+    # seed 94 (progress, agent; with mirror pods' API writes): the client's rate limiter was 1e-13 tokens short at
+    # t=653 s, its wait rounded to no time on the clock and it refilled nothing, again and again at one instant
+    # (tests/unit/kubeapi/test_rest.py has the minimal case)
+    out = run_seed(94, 100)
     assert out.violation is None, out.violation

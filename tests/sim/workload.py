@@ -26,6 +26,7 @@ PROGRAMS: dict[str, Program] = {
 INIT_PROGRAMS: dict[str, Program] = {"init-ok": Program(exit_on_start=0), "init-crash": Program(exit_on_start=1)}
 MAX_CONTAINERS = 3
 GRACES = (0, 1, 2, 5, 30)
+NODE = "node-1"  # the simulated node (tests/sim/api.py)
 NAMES = 6  # pod names are reused: a new pod waits for the old one of its name to finish
 FAULT_OPS = ("run_pod_sandbox", "start_pod_sandbox", "create_container", "start_container", "stop_container",
              "remove_container", "stop_pod_sandbox", "remove_pod_sandbox", "list_summaries", "container_status",
@@ -96,9 +97,13 @@ def pod_for(n: int, shape: int, decorated: bool = False) -> Pod:
     if rng.random() < 0.3:
         spec["initContainers"] = [{"name": f"{rng.choice(list(INIT_PROGRAMS))}-0", "image": IMAGE}]
     source = decorate(spec, rng) if decorated else "file"
+    annotations = {"kubernetes.io/config.source": source}
+    if source == "file":  # as the file source builds a static pod: its hash (its uid), bound to the node
+        annotations["kubernetes.io/config.hash"] = f"uid-{n}"
+        spec["nodeName"] = NODE
     pod: Pod = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"p{n % NAMES}", "namespace": "default", "uid": f"uid-{n}",
-                             "annotations": {"kubernetes.io/config.source": source}},
+                             "annotations": annotations},
                 "spec": spec}
     return apply_defaults(copy.deepcopy(pod))
 

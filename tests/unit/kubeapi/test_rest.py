@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,37 @@ async def test_token_bucket_burst_then_qps() -> None:
     assert not waiting.done()
     clock.advance(0.25)
     await eventually(waiting.done, what="a token after 1/qps")
+
+
+async def test_a_shortfall_below_the_clocks_resolution_takes_no_second_wait() -> None:
+    # sim seed 94: 1 - 1e-13 tokens at t=653 s; the wait for the rest rounded to no time on the clock, and the
+    # limiter refilled nothing, slept again and again at one instant (a livelock of the client)
+    clock = FakeClock()
+    clock.advance(653.04)
+    bucket = TokenBucket(qps=50, burst=1, clock=clock)
+    bucket._tokens = 1.0 - 1e-13
+    waiting = asyncio.create_task(bucket.acquire())
+    await asyncio.sleep(0.01)
+    clock.advance(0.0)
+    await eventually(waiting.done, what="the token once the wait has passed")
+
+
+async def test_a_cancelled_wait_gives_its_token_back() -> None:
+    clock = FakeClock()
+    bucket = TokenBucket(qps=1, burst=1, clock=clock)
+    await bucket.acquire()
+    waiting = asyncio.create_task(bucket.acquire())
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    clock.advance(1.0)
+    await asyncio.wait_for(bucket.acquire(), 1)  # the refilled token, not spent by the cancelled wait
+    nxt = asyncio.create_task(bucket.acquire())
+    await asyncio.sleep(0.01)
+    assert not nxt.done()
+    clock.advance(1.0)
+    await eventually(nxt.done, what="a token after 1/qps")
 
 
 async def test_requests_pass_the_rate_limiter(api_server: ApiServer, tmp_path: Path) -> None:

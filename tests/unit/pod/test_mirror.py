@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from minikubelet.base import podview
 from minikubelet.base.clock import FakeClock, RealClock
 from minikubelet.kubeapi.rest import RestClient
 from minikubelet.pod.mirror import MIRROR_ANNOTATION, MirrorPods, StaticPod
@@ -124,7 +125,8 @@ async def test_the_static_pods_status_goes_to_its_mirror(api_server: ApiServer, 
         world.mirrors.wake()
         mirror = await _wait_mirror(world, lambda m: m is not None, "the mirror pod")
         statuses = StatusManager()
-        sync = PodStatusSync(world.client, FakeClock(), statuses, lambda _uid: False)
+        sync = PodStatusSync(world.client, FakeClock(), statuses, lambda _uid: False,
+                             source_pod=lambda pod: world.mirrors.mirrors.get(podview.full_name(pod)))
         statuses.set_pod_status(static, {"phase": "Running", "hostIP": "192.0.2.2"})
         await sync.sync_pod(static["metadata"]["uid"])
         stored = await world.mirror()
@@ -154,3 +156,41 @@ def test_the_sync_is_woken_by_a_changed_mirror_or_a_list_not_by_every_pod_event(
     handed([changed])
     handed([])
     assert woken == [False, True, True, False, True, True]
+
+async def test_a_static_pod_without_a_mirror_pod_sends_no_status(api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    # upstream syncBatch skips it ("Static pod does not have a corresponding mirror pod"); the agent asked the API
+    # server for it every period (404, or 403 from the Node authorizer once a mirror was gone; found with the sim)
+    world = await _world(api_server, tmp_path)
+    try:
+        static = _static()
+        statuses = StatusManager()
+        sync = PodStatusSync(world.client, FakeClock(), statuses, lambda _uid: False,
+                             source_pod=lambda pod: world.mirrors.mirrors.get(podview.full_name(pod)))
+        statuses.set_pod_status(static, {"phase": "Running", "hostIP": "192.0.2.2"})
+        before = len(api_server.handler.requests)
+        await sync.sync_pod(static["metadata"]["uid"])
+        assert len(api_server.handler.requests) == before
+        assert sync.needs_update(static["metadata"]["uid"])  # the periodic sync writes it once the mirror exists
+    finally:
+        await world.close()
+
+
+async def test_of_several_static_pods_of_one_name_the_one_that_runs_has_the_mirror(
+        api_server: ApiServer, tmp_path: Path) -> None:  # noqa: F811
+    # upstream makes the mirror in the pod's sync: a pod refused at admission or waiting behind an older pod of its
+    # name (no worker) gets none and takes none from the one that runs. Found with the sim (same-name file pods):
+    # the agent made the mirror of the newest one, which waited, then of the running one, and so on.
+    world = await _world(api_server, tmp_path)
+    try:
+        running, waiting = _static(), _static("busybox:1.36")
+        world.statics = [StaticPod(running, terminating=False), StaticPod(waiting, terminating=False, started=False)]
+        world.mirrors.wake()
+        mirror = await _wait_mirror(world, lambda m: m is not None, "the mirror pod")
+        assert mirror["metadata"]["annotations"][MIRROR_ANNOTATION] == running["metadata"]["uid"]
+        world.statics = [StaticPod(waiting, terminating=False, started=False)]
+        world.mirrors.wake()
+        await asyncio.sleep(0.2)
+        kept = await world.mirror()  # not started: its name's mirror is kept as it is, none made
+        assert kept is not None and kept["metadata"]["uid"] == mirror["metadata"]["uid"]
+    finally:
+        await world.close()
