@@ -3,7 +3,8 @@ refuses a name an object holds) is made only when the runtime refuses, against a
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -48,21 +49,23 @@ def _sandbox(sandbox_id: str, state: int, attempt: int = 0) -> pb.PodSandbox:
                          metadata=pb.PodSandboxMetadata(name="web", namespace="default", uid="uid-1", attempt=attempt))
 
 
-async def _connect(served: Served) -> RemoteRuntime:
+@contextlib.asynccontextmanager
+async def _connect(served: Served) -> AsyncIterator[RemoteRuntime]:
     """The client of the server, once the test's script is in place (the server reads it when it starts)."""
-    return RemoteRuntime(await served[1]())
+    rt = RemoteRuntime(await served[1]())
+    try:
+        yield rt
+    finally:
+        await rt.close()
 
 
 async def test_a_new_sandbox_is_one_call(served: Served) -> None:
     script = Script(served[0])
     script.on("RunPodSandbox", pb.RunPodSandboxRequest, pb.RunPodSandboxResponse,
               pb.RunPodSandboxResponse(pod_sandbox_id="s1"))
-    rt = await _connect(served)
-    try:
+    async with _connect(served) as rt:
         assert await rt.run_pod_sandbox(POD) == "s1"
         assert script.calls == ["RunPodSandbox"]
-    finally:
-        await rt.close()
 
 
 async def test_a_refused_name_held_by_a_ready_sandbox_is_that_sandbox(served: Served) -> None:
@@ -70,12 +73,9 @@ async def test_a_refused_name_held_by_a_ready_sandbox_is_that_sandbox(served: Se
     script.on("RunPodSandbox", pb.RunPodSandboxRequest, pb.RunPodSandboxResponse, GRPCError(Status.UNKNOWN, RESERVED))
     script.on("ListPodSandbox", pb.ListPodSandboxRequest, pb.ListPodSandboxResponse, pb.ListPodSandboxResponse(
         items=[_sandbox("other-attempt", pb.SANDBOX_READY, attempt=1), _sandbox("old", pb.SANDBOX_READY)]))
-    rt = await _connect(served)
-    try:
+    async with _connect(served) as rt:
         assert await rt.run_pod_sandbox(POD) == "old"
         assert script.calls == ["RunPodSandbox", "ListPodSandbox"]
-    finally:
-        await rt.close()
 
 
 async def test_a_refused_name_held_by_a_dead_sandbox_is_freed_and_run_again(served: Served) -> None:
@@ -87,13 +87,10 @@ async def test_a_refused_name_held_by_a_dead_sandbox_is_freed_and_run_again(serv
     script.on("StopPodSandbox", pb.StopPodSandboxRequest, pb.StopPodSandboxResponse, pb.StopPodSandboxResponse())
     script.on("RemovePodSandbox", pb.RemovePodSandboxRequest, pb.RemovePodSandboxResponse,
               pb.RemovePodSandboxResponse())
-    rt = await _connect(served)
-    try:
+    async with _connect(served) as rt:
         assert await rt.run_pod_sandbox(POD) == "new"
         assert script.calls == ["RunPodSandbox", "ListPodSandbox", "StopPodSandbox", "RemovePodSandbox",
                                 "RunPodSandbox"]
-    finally:
-        await rt.close()
 
 
 async def test_a_failed_sandbox_with_nothing_in_its_name_is_the_runtimes_error_once(served: Served) -> None:
@@ -101,13 +98,10 @@ async def test_a_failed_sandbox_with_nothing_in_its_name_is_the_runtimes_error_o
     script.on("RunPodSandbox", pb.RunPodSandboxRequest, pb.RunPodSandboxResponse,
               GRPCError(Status.UNKNOWN, "failed to setup network for sandbox"))
     script.on("ListPodSandbox", pb.ListPodSandboxRequest, pb.ListPodSandboxResponse, pb.ListPodSandboxResponse())
-    rt = await _connect(served)
-    try:
+    async with _connect(served) as rt:
         with pytest.raises(CreateContainerError, match=r"^failed to setup network for sandbox$"):
             await rt.run_pod_sandbox(POD)
         assert script.calls == ["RunPodSandbox", "ListPodSandbox"]  # not run a second time
-    finally:
-        await rt.close()
 
 
 async def test_an_unanswered_create_is_not_followed_by_a_listing(served: Served) -> None:
@@ -116,15 +110,12 @@ async def test_an_unanswered_create_is_not_followed_by_a_listing(served: Served)
               GRPCError(Status.UNAVAILABLE, "shutting down"))
     script.on("CreateContainer", pb.CreateContainerRequest, pb.CreateContainerResponse,
               GRPCError(Status.DEADLINE_EXCEEDED, "Deadline Exceeded"))
-    rt = await _connect(served)
-    try:
+    async with _connect(served) as rt:
         with pytest.raises(RuntimeUnavailableError, match="shutting down"):
             await rt.run_pod_sandbox(POD)
         with pytest.raises(CreateContainerError, match="Deadline Exceeded"):
             await rt.create_container("s1", ContainerConfig(ContainerMeta("app"), "busybox"), POD)
         assert script.calls == ["RunPodSandbox", "CreateContainer"]
-    finally:
-        await rt.close()
 
 
 def _container(container_id: str, labels: dict[str, str], attempt: int = 0) -> pb.Container:
@@ -144,8 +135,7 @@ async def test_a_container_is_one_call_and_a_refused_name_is_resolved_by_its_lab
               pb.ListContainersResponse(containers=[_container("c0", mine, attempt=1), _container("c1", mine)]),
               pb.ListContainersResponse(containers=[_container("c1", {**mine, "k": "other"})]),
               pb.ListContainersResponse())
-    rt = await _connect(served)
-    try:
+    async with _connect(served) as rt:
         assert await rt.create_container("s1", config, POD) == "c1"
         assert script.calls == ["CreateContainer"]
         assert await rt.create_container("s1", config, POD) == "c1"  # the same container, asked again
@@ -154,5 +144,3 @@ async def test_a_container_is_one_call_and_a_refused_name_is_resolved_by_its_lab
             await rt.create_container("s1", config, POD)
         with pytest.raises(CreateContainerError, match=r"^failed to reserve container name"):
             await rt.create_container("s1", config, POD)  # refused, and nothing listed: the runtime's words
-    finally:
-        await rt.close()
