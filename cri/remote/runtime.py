@@ -253,20 +253,27 @@ class RemoteRuntime:
                 if not _answered(exc):
                     raise _create_error(exc) from None
                 # As for sandboxes: the runtime refuses a name a container holds; listed only then.
-                listed = await call(self._channel.runtime.ListContainers(pb.ListContainersRequest(
-                    filter=pb.ContainerFilter(pod_sandbox_id=sandbox_id,
-                                              label_selector={LABEL_CONTAINER_NAME: name}))))
-                for existing in listed.containers:
-                    if existing.metadata.attempt != config.metadata.attempt:
-                        continue
-                    if dict(request.config.labels).items() <= dict(existing.labels).items():
-                        return existing.id
-                    raise CreateContainerError(
-                        f'container name "{name}" attempt {config.metadata.attempt} is already in use by '
-                        f"{existing.id} in sandbox {sandbox_id} with other labels") from None
-                raise _create_error(exc) from None
+                existing = await self._same_container(sandbox_id, name, config.metadata.attempt,
+                                                      dict(request.config.labels))
+                if existing is None:
+                    raise _create_error(exc) from None
+                return existing
             self._note(resp.container_id, 1, sandbox_config.metadata.uid)
             return resp.container_id
+
+    async def _same_container(self, sandbox_id: str, name: str, attempt: int, labels: Mapping[str, str]) -> str | None:
+        """The container holding this name and attempt in the sandbox when it is ours (its labels include ours);
+        one that is not is an error."""
+        listed = await call(self._channel.runtime.ListContainers(pb.ListContainersRequest(
+            filter=pb.ContainerFilter(pod_sandbox_id=sandbox_id, label_selector={LABEL_CONTAINER_NAME: name}))))
+        for existing in listed.containers:
+            if existing.metadata.attempt != attempt:
+                continue
+            if labels.items() <= dict(existing.labels).items():
+                return existing.id
+            raise CreateContainerError(f'container name "{name}" attempt {attempt} is already in use by '
+                                       f"{existing.id} in sandbox {sandbox_id} with other labels") from None
+        return None
 
     async def start_container(self, container_id: str) -> None:
         await call(self._channel.runtime.StartContainer(pb.StartContainerRequest(container_id=container_id)),

@@ -7,10 +7,10 @@ whose newest status version the API server has not acknowledged yet, that wait f
 it differs from ours in what the kubelet owns (needsReconcile: someone else wrote it). An unchanged status
 sends nothing. One sync, as upstream:
 
-1. A static pod without a mirror pod of it (as the API source last sent it): nothing (upstream syncBatch
-   skips it, no request). GET the pod. 404: nothing to do (its status is dropped when it leaves the sources). A different uid
-   under that name is a recreated pod (skipped), unless it is the mirror pod of our static pod: a static
-   pod's status is reported through its mirror.
+1. A static pod's status goes through its mirror pod only: without one (as the API source last sent it),
+   no request (upstream syncBatch skips it). GET the pod. 404: nothing to do (its status is dropped when it
+   leaves the sources). A different uid under that name is a recreated pod (skipped), unless it is the
+   mirror pod of our static pod.
 2. Merge (mergePodStatus): conditions the kubelet does not own stay as the API has them; ours replace
    the kubelet's; our `DisruptionTarget` (shared) goes out only together with the terminal phase, once no
    container can run (until then the API's stays); the fields other components own (`nominatedNodeName`,
